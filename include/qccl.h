@@ -1,0 +1,338 @@
+/*
+ * qccl.h - the public API of qccl, a collective communication library with
+ * quantized and hierarchical collectives for sharded data-parallel training.
+ *
+ * The API has NCCL's shape, a letter apart: a program written against
+ * nccl.h (NCCL 2.28) moves to qccl by renaming `nccl` to `qccl` and `NCCL`
+ * to `QCCL`. Argument order, element counts, in-place rules, enum values and
+ * result codes are NCCL's. qccl adds `qcclTimeout` after NCCL's result codes,
+ * host-memory collectives without CUDA, and a block-quantization codec.
+ *
+ * Every function returns a qcclResult_t. On failure, qcclGetLastError()
+ * returns a message that names the offending argument or peer. Output
+ * arguments are written only on success.
+ */
+#ifndef QCCL_H_
+#define QCCL_H_
+
+#include <limits.h>
+#include <stddef.h>
+
+#define QCCL_MAJOR 0
+#define QCCL_MINOR 1
+#define QCCL_PATCH 0
+#define QCCL_SUFFIX ""
+
+/* Version as one integer: major * 10000 + minor * 100 + patch (NCCL's
+ * formula for versions past 2.8). */
+#define QCCL_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define QCCL_VERSION_CODE QCCL_VERSION(QCCL_MAJOR, QCCL_MINOR, QCCL_PATCH)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library is built with hidden visibility; what this header declares
+ * is its exported interface. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* Opaque handle to a communicator. */
+typedef struct qcclComm* qcclComm_t;
+#define QCCL_COMM_NULL NULL
+
+/* The rendezvous handle made by qcclGetUniqueId on one rank and passed by
+ * the application to every rank (128 bytes, like ncclUniqueId). It holds
+ * the root's address and port and a random secret; treat it as opaque. */
+#define QCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[QCCL_UNIQUE_ID_BYTES];
+} qcclUniqueId;
+
+/* Result codes: NCCL's values, then qccl's own. */
+typedef enum {
+  qcclSuccess = 0,
+  qcclUnhandledCudaError = 1,
+  qcclSystemError = 2,
+  qcclInternalError = 3,
+  qcclInvalidArgument = 4,
+  qcclInvalidUsage = 5,
+  qcclRemoteError = 6,
+  qcclInProgress = 7,
+  qcclTimeout = 8, /* a peer did not answer within QCCL_TIMEOUT seconds */
+  qcclNumResults = 9
+} qcclResult_t;
+
+#define QCCL_CONFIG_UNDEF_INT INT_MIN
+#define QCCL_CONFIG_UNDEF_PTR NULL
+#define QCCL_SPLIT_NOCOLOR -1
+
+/* Communicator configuration. Always start from QCCL_CONFIG_INITIALIZER so
+ * that the struct can grow without breaking the ABI; size, magic and
+ * version are checked. Fields left at QCCL_CONFIG_UNDEF_* take defaults. */
+typedef struct qcclConfig_v100 {
+  /* set by the initializer, never by the user */
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  /* user settable */
+  int blocking;         /* 1 (default): calls return when done. 0 is refused. */
+  const char* commName; /* shown in log lines; may be NULL */
+  int timeoutSec;       /* overrides QCCL_TIMEOUT for this communicator */
+} qcclConfig_t;
+
+#define QCCL_CONFIG_MAGIC 0x71cc1c0fu
+#define QCCL_CONFIG_INITIALIZER                                                                \
+  {                                                                                            \
+    sizeof(qcclConfig_t), QCCL_CONFIG_MAGIC, QCCL_VERSION_CODE, QCCL_CONFIG_UNDEF_INT,         \
+        QCCL_CONFIG_UNDEF_PTR, QCCL_CONFIG_UNDEF_INT                                           \
+  }
+
+/* Reduction operations (NCCL's values). Avg is for floating types only. */
+typedef enum {
+  qcclSum = 0,
+  qcclProd = 1,
+  qcclMax = 2,
+  qcclMin = 3,
+  qcclAvg = 4,
+  qcclNumOps = 5
+} qcclRedOp_t;
+
+/* Data types (NCCL's values). Float16, Bfloat16 and the two fp8 formats are
+ * reduced in f32 and rounded once (to nearest even) at the end. */
+typedef enum {
+  qcclInt8 = 0,
+  qcclChar = 0,
+  qcclUint8 = 1,
+  qcclInt32 = 2,
+  qcclInt = 2,
+  qcclUint32 = 3,
+  qcclInt64 = 4,
+  qcclUint64 = 5,
+  qcclFloat16 = 6,
+  qcclHalf = 6,
+  qcclFloat32 = 7,
+  qcclFloat = 7,
+  qcclFloat64 = 8,
+  qcclDouble = 8,
+  qcclBfloat16 = 9,
+  qcclFloat8e4m3 = 10,
+  qcclFloat8e5m2 = 11,
+  qcclNumTypes = 12
+} qcclDataType_t;
+
+/* A stream. NULL means: the call returns when the operation is complete on
+ * this rank. Host and CUDA streams are not supported yet: any non-NULL
+ * stream is refused with qcclInvalidUsage. */
+typedef void* qcclStream_t;
+
+/* ------------------------------------------------------------------------
+ * Library and communicator lifecycle
+ * ------------------------------------------------------------------------ */
+
+/* Writes QCCL_VERSION_CODE of the linked library to *version. */
+qcclResult_t qcclGetVersion(int* version);
+
+/* Makes a new rendezvous id on the calling rank (normally rank 0): it
+ * starts a root listener on this host (interface from QCCL_SOCKET_IFNAME,
+ * else the first non-loopback interface that is up, else loopback) and
+ * draws a random secret. The application sends the id to every rank, which
+ * then calls qcclCommInitRank. The listener serves one communicator and
+ * ends after it, or after QCCL_TIMEOUT seconds. */
+qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId);
+
+/* Creates a communicator of nranks ranks, this one being `rank` (0 <= rank
+ * < nranks). Collective over all nranks ranks, which must pass the same id.
+ * Blocks until every rank has joined or QCCL_TIMEOUT expires. */
+qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId, int rank);
+
+/* As qcclCommInitRank, with a configuration (may be NULL for defaults). */
+qcclResult_t qcclCommInitRankConfig(qcclComm_t* comm, int nranks, qcclUniqueId commId, int rank,
+                                    qcclConfig_t* config);
+
+/* Creates a communicator from the launcher's environment: torchrun (RANK,
+ * WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK,
+ * OMPI_COMM_WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS) or qcclrun.
+ * The root address is QCCL_COMM_ID=host:port, else MASTER_ADDR:MASTER_PORT
+ * (MASTER_PORT+1 under torchrun, whose own store holds MASTER_PORT). The
+ * error names the variable that is missing or malformed. */
+qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm);
+
+/* Splits comm into sub-communicators, one per color (NCCL's semantics):
+ * ranks passing the same color join the same new communicator, ordered by
+ * key and then by their rank in comm. Color QCCL_SPLIT_NOCOLOR (or any
+ * negative color) makes *newcomm NULL. Collective over comm. config may be
+ * NULL (the parent's settings are inherited). */
+qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newcomm,
+                           qcclConfig_t* config);
+
+/* Completes every outstanding operation of comm. Calls after it other than
+ * qcclCommDestroy and the query functions are refused. */
+qcclResult_t qcclCommFinalize(qcclComm_t comm);
+
+/* Frees every resource of comm. Local: does not wait for other ranks. */
+qcclResult_t qcclCommDestroy(qcclComm_t comm);
+
+/* Marks comm as failed, wakes peers waiting on this rank (they get
+ * qcclRemoteError) and frees it, in bounded time, whatever peers do. */
+qcclResult_t qcclCommAbort(qcclComm_t comm);
+
+/* Reports the first asynchronous error of comm (qcclSuccess if none). Once
+ * a communicator has seen a timeout or a remote failure, every later call
+ * on it returns that error. */
+qcclResult_t qcclCommGetAsyncError(qcclComm_t comm, qcclResult_t* asyncError);
+
+/* Number of ranks in comm. */
+qcclResult_t qcclCommCount(const qcclComm_t comm, int* count);
+
+/* This rank's index in comm. */
+qcclResult_t qcclCommUserRank(const qcclComm_t comm, int* rank);
+
+/* A static string that names result code `result`. */
+const char* qcclGetErrorString(qcclResult_t result);
+
+/* The message behind the last failure on comm, or, with comm NULL, the
+ * last failure of this thread (e.g. of a qcclCommInitRank that made no
+ * communicator). Never NULL; "" when nothing failed. */
+const char* qcclGetLastError(qcclComm_t comm);
+
+/* ------------------------------------------------------------------------
+ * Collectives. Counts are in elements. Every rank of comm must call the
+ * same collectives in the same order with the same count, datatype, op and
+ * root. With stream NULL the call returns when the result is in recvbuff.
+ * Buffers are host memory. With count 0 the buffers may be NULL.
+ * ------------------------------------------------------------------------ */
+
+/* Reduces count elements of sendbuff over all ranks with op and leaves the
+ * result in recvbuff on every rank. In place if sendbuff == recvbuff. The
+ * result is bitwise identical on every rank and every run. */
+qcclResult_t qcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           qcclDataType_t datatype, qcclRedOp_t op, qcclComm_t comm,
+                           qcclStream_t stream);
+
+/* Copies count elements of root's sendbuff to recvbuff on every rank.
+ * In place if sendbuff == recvbuff. sendbuff is read on root only. */
+qcclResult_t qcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream);
+
+/* Reduces count elements of sendbuff over all ranks into recvbuff on root.
+ * recvbuff may be NULL on other ranks. In place if sendbuff == recvbuff. */
+qcclResult_t qcclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        qcclDataType_t datatype, qcclRedOp_t op, int root, qcclComm_t comm,
+                        qcclStream_t stream);
+
+/* Each rank contributes sendcount elements; recvbuff (nranks * sendcount
+ * elements) receives rank i's at offset i * sendcount. In place if
+ * sendbuff == recvbuff + rank * sendcount. */
+qcclResult_t qcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           qcclDataType_t datatype, qcclComm_t comm, qcclStream_t stream);
+
+/* sendbuff holds nranks * recvcount elements; block i of the reduction over
+ * all ranks lands in recvbuff of rank i. In place if recvbuff == sendbuff +
+ * rank * recvcount. */
+qcclResult_t qcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               qcclDataType_t datatype, qcclRedOp_t op, qcclComm_t comm,
+                               qcclStream_t stream);
+
+/* Sends count elements to every rank: sendbuff + j * count goes to rank j,
+ * and what rank i sent lands at recvbuff + i * count. Buffers must not
+ * overlap (as in NCCL, there is no in-place all-to-all). */
+qcclResult_t qcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          qcclDataType_t datatype, qcclComm_t comm, qcclStream_t stream);
+
+/* Each rank sends count elements to root, where rank i's land at recvbuff +
+ * i * count. recvbuff is used on root only. In place if sendbuff ==
+ * recvbuff + root * count. */
+qcclResult_t qcclGather(const void* sendbuff, void* recvbuff, size_t count,
+                        qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream);
+
+/* Root sends sendbuff + i * count (count elements) to rank i. sendbuff is
+ * used on root only. In place if recvbuff == sendbuff + root * count. */
+qcclResult_t qcclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream);
+
+/* Sends count elements to rank peer, which must post a matching qcclRecv
+ * (same count and datatype). Sends to one peer are matched with its
+ * receives in order. Outside a group the call returns when the data has
+ * left sendbuff; exchanges that depend on each other (a ring shift, say)
+ * must be inside qcclGroupStart/qcclGroupEnd. */
+qcclResult_t qcclSend(const void* sendbuff, size_t count, qcclDataType_t datatype, int peer,
+                      qcclComm_t comm, qcclStream_t stream);
+
+/* Receives count elements from rank peer into recvbuff. A size mismatch
+ * with the matching send is reported as qcclInvalidUsage. */
+qcclResult_t qcclRecv(void* recvbuff, size_t count, qcclDataType_t datatype, int peer,
+                      qcclComm_t comm, qcclStream_t stream);
+
+/* Returns when every rank of comm has entered the barrier. */
+qcclResult_t qcclBarrier(qcclComm_t comm, qcclStream_t stream);
+
+/* Starts a group: calls up to the matching qcclGroupEnd are queued, not
+ * run. Groups nest; the outermost End runs them. */
+qcclResult_t qcclGroupStart(void);
+
+/* Ends a group: runs the queued calls in order, progressing consecutive
+ * sends and receives together (so a ring exchange cannot deadlock), and
+ * returns when all are complete, or the first error. */
+qcclResult_t qcclGroupEnd(void);
+
+/* ------------------------------------------------------------------------
+ * Block quantization codec (wire format v1, see docs/ARCHITECTURE.md).
+ * Pure functions, no communicator: frameworks can use the format for their
+ * own transports or checkpoints.
+ * ------------------------------------------------------------------------ */
+
+typedef enum { qcclQuantSymmetric = 0, qcclQuantAsymmetric = 1 } qcclQuantMode_t;
+typedef enum { qcclRoundNearest = 0, qcclRoundStochastic = 1 } qcclRounding_t;
+
+/* A versioned quantization spec; start from QCCL_QUANT_SPEC_INITIALIZER. */
+typedef struct qcclQuantSpec_v1 {
+  size_t size;          /* set by the initializer */
+  unsigned int magic;   /* set by the initializer */
+  unsigned int version; /* set by the initializer */
+  int bits;             /* 8 or 4 */
+  int block;            /* elements per block: a power of two, 32..4096 */
+  qcclQuantMode_t mode;
+  qcclRounding_t rounding;
+  int rotate;              /* 1: randomized Walsh-Hadamard rotation per block */
+  unsigned long long seed; /* for stochastic rounding and rotation signs */
+  int rank;                /* stream index for stochastic rounding (usually the rank) */
+} qcclQuantSpec_t;
+
+#define QCCL_QUANT_SPEC_MAGIC 0x71c0de01u
+#define QCCL_QUANT_SPEC_INITIALIZER                                                            \
+  {                                                                                            \
+    sizeof(qcclQuantSpec_t), QCCL_QUANT_SPEC_MAGIC, 1u, 8, 256, qcclQuantSymmetric,            \
+        qcclRoundNearest, 0, 0ull, 0                                                           \
+  }
+
+/* Bytes of the quantized chunk for count elements under spec. */
+qcclResult_t qcclQuantSize(size_t count, const qcclQuantSpec_t* spec, size_t* bytes);
+
+/* Quantizes count elements of src (qcclFloat32, qcclFloat16 or
+ * qcclBfloat16) into dst, which holds qcclQuantSize(count) bytes. */
+qcclResult_t qcclQuantize(const void* src, size_t count, qcclDataType_t srctype,
+                          const qcclQuantSpec_t* spec, void* dst);
+
+/* Dequantizes a chunk made by qcclQuantize into count elements of dsttype
+ * (qcclFloat32, qcclFloat16 or qcclBfloat16). */
+qcclResult_t qcclDequantize(const void* src, size_t count, qcclDataType_t dsttype,
+                            const qcclQuantSpec_t* spec, void* dst);
+
+/* The a-priori error bound of a quantized chunk: for round-to-nearest,
+ * |x - x'| <= scale / 2 (plus f32 rounding) on every element. With
+ * perBlock non-NULL, writes one bound per block (ceil(count / block)
+ * floats); *maxBound gets the largest. src is the quantized chunk. */
+qcclResult_t qcclQuantErrorBound(const void* src, size_t count, const qcclQuantSpec_t* spec,
+                                 float* perBlock, float* maxBound);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* QCCL_H_ */

@@ -1,0 +1,223 @@
+/*
+ * api.c - the public collective calls: argument checks, then run or queue.
+ *
+ * Checks are local and happen before any communication, so a bad argument
+ * on one rank fails that call cleanly without desynchronising the others.
+ * Each message names the argument (as in the prototype in qccl.h) and its
+ * value. Valid calls go to group.c, which runs them now or at GroupEnd.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "collectives/group.h"
+#include "core/dtype.h"
+#include "core/log.h"
+
+static const char* const coll_names[COLL_NUM_KINDS] = {
+    "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
+    "Gather",    "Scatter",   "Send",   "Recv",      "Barrier"};
+
+/* Which buffers a kind needs, and how many elements each holds (in units
+ * of count): "all" ranks or only the root. */
+typedef struct {
+  int send_mult; /* 0: no send buffer; 1: count; -1: nranks * count */
+  int send_root_only;
+  int recv_mult;
+  int recv_root_only;
+  int has_op, has_root, has_peer;
+} coll_shape_t;
+
+static const coll_shape_t coll_shapes[COLL_NUM_KINDS] = {
+    [COLL_ALLREDUCE] = {1, 0, 1, 0, 1, 0, 0},
+    [COLL_BROADCAST] = {1, 1, 1, 0, 0, 1, 0},
+    [COLL_REDUCE] = {1, 0, 1, 1, 1, 1, 0},
+    [COLL_ALLGATHER] = {1, 0, -1, 0, 0, 0, 0},
+    [COLL_REDUCESCATTER] = {-1, 0, 1, 0, 1, 0, 0},
+    [COLL_ALLTOALL] = {-1, 0, -1, 0, 0, 0, 0},
+    [COLL_GATHER] = {1, 0, -1, 1, 0, 1, 0},
+    [COLL_SCATTER] = {-1, 1, 1, 0, 0, 1, 0},
+    [COLL_SEND] = {1, 0, 0, 0, 0, 0, 1},
+    [COLL_RECV] = {0, 0, 1, 0, 0, 0, 1},
+    [COLL_BARRIER] = {0, 0, 0, 0, 0, 0, 0},
+};
+
+static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_t stream) {
+  const char* name = coll_names[a->kind];
+  const coll_shape_t* sh = &coll_shapes[a->kind];
+  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is NULL", name);
+  if (comm->magic != COMM_MAGIC)
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is not a live communicator", name);
+  if (comm->finalized)
+    return QCCL_ERR(qcclInvalidUsage, "qccl%s: comm was finalized", name);
+  if (comm->async_error != qcclSuccess) {
+    snprintf(comm->last_error, sizeof comm->last_error, "qccl%s: comm failed before (%s)", name,
+             qcclGetErrorString(comm->async_error));
+    return comm->async_error;
+  }
+  if (stream != NULL)
+    return QCCL_ERR(qcclInvalidUsage,
+                    "qccl%s: stream must be NULL (host and CUDA streams are not supported yet)",
+                    name);
+  if (a->kind == COLL_BARRIER) return qcclSuccess;
+  size_t es = dtype_size(a->datatype);
+  if (es == 0)
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: datatype=%d is not a qcclDataType_t", name,
+                    (int)a->datatype);
+  if (sh->has_op) {
+    if ((int)a->op < 0 || a->op >= qcclNumOps)
+      return QCCL_ERR(qcclInvalidArgument, "qccl%s: op=%d is not a qcclRedOp_t", name,
+                      (int)a->op);
+    if (a->op == qcclAvg && !dtype_is_float(a->datatype))
+      return QCCL_ERR(qcclInvalidArgument,
+                      "qccl%s: op=avg needs a floating datatype, not %s", name,
+                      dtype_name(a->datatype));
+  }
+  if (sh->has_root && (a->root < 0 || a->root >= comm->nranks))
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: root=%d is outside [0, %d)", name, a->root,
+                    comm->nranks);
+  if (sh->has_peer && (a->root < 0 || a->root >= comm->nranks))
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: peer=%d is outside [0, %d)", name, a->root,
+                    comm->nranks);
+  /* count * nranks * element size must fit in memory */
+  if (a->count > (size_t)PTRDIFF_MAX / es / (size_t)comm->nranks)
+    return QCCL_ERR(qcclInvalidArgument,
+                    "qccl%s: count=%zu overflows the buffer size (x %zu bytes x %d ranks)", name,
+                    a->count, es, comm->nranks);
+  if (a->count == 0) return qcclSuccess;
+  int is_root = a->root == comm->rank;
+  if (sh->send_mult != 0 && (!sh->send_root_only || is_root) && a->sendbuff == NULL)
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: sendbuff is NULL with count=%zu", name,
+                    a->count);
+  if (sh->recv_mult != 0 && (!sh->recv_root_only || is_root) && a->recvbuff == NULL)
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: recvbuff is NULL with count=%zu", name,
+                    a->count);
+  if (a->kind == COLL_ALLTOALL) {
+    size_t bytes = a->count * es * (size_t)comm->nranks;
+    const char* s = a->sendbuff;
+    const char* r = a->recvbuff;
+    if (s < r + bytes && r < s + bytes)
+      return QCCL_ERR(qcclInvalidArgument,
+                      "qcclAlltoAll: sendbuff and recvbuff overlap (there is no in-place "
+                      "all-to-all)");
+  }
+  return qcclSuccess;
+}
+
+static qcclResult_t api_submit(qcclComm_t comm, const coll_args_t* a, qcclStream_t stream) {
+  err_clear();
+  qcclResult_t r = api_check(comm, a, stream);
+  if (r != qcclSuccess) {
+    if (comm && comm->magic == COMM_MAGIC && r != comm->async_error)
+      snprintf(comm->last_error, sizeof comm->last_error, "%s", err_last());
+    return r;
+  }
+  QCCL_TRACE(LOG_COLL, "qccl%s count %zu %s %s root/peer %d", coll_names[a->kind], a->count,
+             dtype_name(a->datatype), redop_name(a->op), a->root);
+  return group_submit(comm, a);
+}
+
+qcclResult_t qcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           qcclDataType_t datatype, qcclRedOp_t op, qcclComm_t comm,
+                           qcclStream_t stream) {
+  coll_args_t a = {COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, -1};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_BROADCAST, sendbuff, recvbuff, count, datatype, qcclSum, root};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        qcclDataType_t datatype, qcclRedOp_t op, int root, qcclComm_t comm,
+                        qcclStream_t stream) {
+  coll_args_t a = {COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           qcclDataType_t datatype, qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, qcclSum, -1};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               qcclDataType_t datatype, qcclRedOp_t op, qcclComm_t comm,
+                               qcclStream_t stream) {
+  coll_args_t a = {COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, -1};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                          qcclDataType_t datatype, qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, qcclSum, -1};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclGather(const void* sendbuff, void* recvbuff, size_t count,
+                        qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_GATHER, sendbuff, recvbuff, count, datatype, qcclSum, root};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                         qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_SCATTER, sendbuff, recvbuff, count, datatype, qcclSum, root};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclSend(const void* sendbuff, size_t count, qcclDataType_t datatype, int peer,
+                      qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_SEND, sendbuff, NULL, count, datatype, qcclSum, peer};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclRecv(void* recvbuff, size_t count, qcclDataType_t datatype, int peer,
+                      qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_RECV, NULL, recvbuff, count, datatype, qcclSum, peer};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t qcclBarrier(qcclComm_t comm, qcclStream_t stream) {
+  coll_args_t a = {COLL_BARRIER, NULL, NULL, 0, qcclInt8, qcclSum, -1};
+  return api_submit(comm, &a, stream);
+}
+
+qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
+  qcclResult_t r;
+  switch (a->kind) {
+    case COLL_ALLREDUCE:
+      r = coll_allreduce(comm, a);
+      break;
+    case COLL_BROADCAST:
+      r = coll_broadcast(comm, a);
+      break;
+    case COLL_REDUCE:
+      r = coll_reduce(comm, a);
+      break;
+    case COLL_ALLGATHER:
+      r = coll_allgather(comm, a);
+      break;
+    case COLL_REDUCESCATTER:
+      r = coll_reducescatter(comm, a);
+      break;
+    case COLL_ALLTOALL:
+      r = coll_alltoall(comm, a);
+      break;
+    case COLL_GATHER:
+      r = coll_gather(comm, a);
+      break;
+    case COLL_SCATTER:
+      r = coll_scatter(comm, a);
+      break;
+    case COLL_BARRIER:
+      r = coll_barrier(comm);
+      break;
+    default:
+      r = QCCL_ERR(qcclInternalError, "coll_run: kind %d is not a collective", (int)a->kind);
+  }
+  return comm_fail(comm, r);
+}

@@ -1,0 +1,98 @@
+/*
+ * coll.h - the communicator and the interface between the public API
+ * (api.c, group.c) and the algorithms (one file each).
+ *
+ * A call is validated in api.c, then either queued (inside a group) or run
+ * at once through coll_run(), which picks the algorithm. All algorithms of
+ * this layer run inside one node over the shared-memory segment; each
+ * takes the validated arguments and returns when the result is in place.
+ */
+#ifndef QCCL_COLLECTIVES_COLL_H_
+#define QCCL_COLLECTIVES_COLL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/bootstrap.h"
+#include "core/err.h"
+#include "transport/shm.h"
+
+#define COMM_MAGIC 0x4d4d4f43u /* "COMM" */
+#define COMM_DEAD 0xdeadc0deu
+
+typedef enum {
+  COLL_ALLREDUCE,
+  COLL_BROADCAST,
+  COLL_REDUCE,
+  COLL_ALLGATHER,
+  COLL_REDUCESCATTER,
+  COLL_ALLTOALL,
+  COLL_GATHER,
+  COLL_SCATTER,
+  COLL_SEND,
+  COLL_RECV,
+  COLL_BARRIER,
+  COLL_NUM_KINDS
+} coll_kind_t;
+
+typedef struct {
+  coll_kind_t kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count; /* NCCL's meaning for the kind: per rank for gather-likes */
+  qcclDataType_t datatype;
+  qcclRedOp_t op;
+  int root; /* root for rooted collectives, peer for send / recv */
+} coll_args_t;
+
+struct qcclComm {
+  uint32_t magic;
+  int rank, nranks;
+  bootstrap_t* boot;
+  shm_t* shm;
+  double timeout;
+  int ncores;
+  int finalized;
+  qcclResult_t async_error; /* sticky: a timeout or a remote failure */
+  char name[64];
+  char last_error[QCCL_LAST_ERROR_BYTES];
+};
+
+/* Records the failure of a call on comm: copies the thread's last error into
+ * the communicator and, for failures that break it (timeout, remote, system,
+ * internal), makes it sticky and tells the peers. Returns res. */
+qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
+
+/* Runs one validated call (not a send / recv). */
+qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a);
+
+/* Runs n validated sends / receives (of any communicators) together,
+ * progressing all until every one is complete. */
+qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n);
+
+/* The algorithms. */
+qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t coll_barrier(qcclComm_t comm);
+
+/* Element range [*lo, *hi) of part `part` when n elements are cut into
+ * nparts nearly equal parts (the first n % nparts get one more). */
+static inline void coll_part(size_t n, int nparts, int part, size_t* lo, size_t* hi) {
+  size_t q = n / (size_t)nparts, r = n % (size_t)nparts, p = (size_t)part;
+  *lo = p * q + (p < r ? p : r);
+  *hi = *lo + q + (p < r ? 1 : 0);
+}
+
+/* Copies n bytes unless dst == src (in place). */
+static inline void coll_copy(void* dst, const void* src, size_t n) {
+  if (dst != src && n > 0) memcpy(dst, src, n);
+}
+
+#endif /* QCCL_COLLECTIVES_COLL_H_ */

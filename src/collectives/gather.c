@@ -1,0 +1,37 @@
+/*
+ * gather.c - Gather to a root inside one node.
+ *
+ * As AllGather, but only the root reads: every rank stages its chunk, the
+ * root copies each peer's piece out as soon as it is staged. Non-root
+ * ranks run up to two chunks ahead.
+ */
+#include "collectives/coll.h"
+#include "core/dtype.h"
+
+qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
+  shm_t* s = comm->shm;
+  int w = comm->nranks, r = comm->rank, root = a->root;
+  size_t bytes = a->count * dtype_size(a->datatype);
+  const char* in = a->sendbuff;
+  char* out = a->recvbuff;
+  if (r == root) coll_copy(out + (size_t)root * bytes, in, bytes);
+  if (w == 1) return qcclSuccess;
+  for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
+    size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
+    uint64_t g;
+    QCCL_CHECK(shm_chunk_begin(s, &g));
+    if (r != root) {
+      memcpy(shm_slot(s, r, g), in + off, m);
+      shm_post(s, 3 * g + 3);
+      continue;
+    }
+    shm_post(s, 3 * g + 1);
+    for (int k = 1; k < w; k++) {
+      int j = (r + k) % w;
+      QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
+      memcpy(out + (size_t)j * bytes + off, shm_slot(s, j, g), m);
+    }
+    shm_post(s, 3 * g + 3);
+  }
+  return qcclSuccess;
+}

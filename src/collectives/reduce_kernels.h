@@ -1,0 +1,22 @@
+/*
+ * reduce_kernels.h - element-wise reductions of k sources, in the fixed
+ * order 0..k-1 (so every rank and every run computes the same bits).
+ *
+ * Integer sum and product wrap around (two's complement). f16, bf16 and
+ * fp8 are reduced in f32 and rounded once; f32 in f32; f64 in f64. Max and
+ * min propagate NaN. Avg is the sum divided by avg_div in the accumulation
+ * type.
+ */
+#ifndef QCCL_COLLECTIVES_REDUCE_KERNELS_H_
+#define QCCL_COLLECTIVES_REDUCE_KERNELS_H_
+
+#include <stddef.h>
+
+#include "qccl.h"
+
+/* dst[i] = op(srcs[0][i], ..., srcs[k-1][i]) for i < n. dst may equal a
+ * source only if it is the same pointer at the same offset. */
+void reduce_kernel(void* dst, const void* const* srcs, int k, size_t n, qcclDataType_t t,
+                   qcclRedOp_t op, int avg_div);
+
+#endif /* QCCL_COLLECTIVES_REDUCE_KERNELS_H_ */

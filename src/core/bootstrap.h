@@ -1,0 +1,68 @@
+/*
+ * bootstrap.h - the out-of-band layer: rendezvous and small exchanges over
+ * TCP, used to set up communicators (never on the data path).
+ *
+ * A root listener (a thread in the process that made the id, or in rank 0
+ * for the env flow) collects every rank's listening address and sends the
+ * table back; the ranks then connect in a ring. Every connection starts
+ * with the job's 16-byte secret; peers without it are refused and logged.
+ * Every message carries a header whose length is checked against what the
+ * receiver expects. Every call is bounded by the bootstrap's timeout.
+ */
+#ifndef QCCL_CORE_BOOTSTRAP_H_
+#define QCCL_CORE_BOOTSTRAP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/socket.h"
+#include "qccl.h"
+
+#define BOOT_SECRET_BYTES 16
+
+typedef struct bootstrap bootstrap_t;
+
+/* What a qcclUniqueId holds (bytes 0-3 magic, 4-7 version, 8-35 the root
+ * address, 96-111 the secret; the rest zero). */
+typedef struct {
+  sock_addr_t root;
+  uint8_t secret[BOOT_SECRET_BYTES];
+} boot_id_t;
+
+/* Packs / unpacks a boot_id_t into the public 128-byte id. Unpack checks
+ * the magic and version. */
+void boot_id_pack(const boot_id_t* id, qcclUniqueId* out);
+qcclResult_t boot_id_unpack(const qcclUniqueId* in, boot_id_t* out);
+
+/* Fills secret with random bytes (getrandom). */
+qcclResult_t boot_random(void* buf, size_t n);
+
+/* Starts a root listener on *bind_addr (port 0: any) in a detached thread
+ * that serves one rendezvous and exits, or exits after timeout seconds.
+ * The bound address goes to *bound. */
+qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret, double timeout,
+                             sock_addr_t* bound);
+
+/* Joins the rendezvous at id as rank of nranks; builds the ring. */
+qcclResult_t boot_init(const boot_id_t* id, int rank, int nranks, double timeout,
+                       bootstrap_t** out);
+
+/* Splits: ranks with equal color (>= 0) form a new bootstrap ordered by
+ * (key, rank). With color < 0, *out is NULL. Collective over b. */
+qcclResult_t boot_split(bootstrap_t* b, int color, int key, bootstrap_t** out);
+
+/* data holds nranks blocks of size bytes; block rank is ours on entry,
+ * every block is filled on return. Collective. */
+qcclResult_t boot_allgather(bootstrap_t* b, void* data, size_t size);
+
+/* Returns when every rank has entered. Collective. */
+qcclResult_t boot_barrier(bootstrap_t* b);
+
+int boot_rank(const bootstrap_t* b);
+int boot_nranks(const bootstrap_t* b);
+double boot_timeout(const bootstrap_t* b);
+
+/* Closes every socket and frees b (NULL is fine). Local. */
+void boot_close(bootstrap_t* b);
+
+#endif /* QCCL_CORE_BOOTSTRAP_H_ */

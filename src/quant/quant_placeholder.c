@@ -1,0 +1,2 @@
+/* placeholder: replaced by the quantization kernels */
+typedef int quant_placeholder_t;

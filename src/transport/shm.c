@@ -1,0 +1,243 @@
+/*
+ * shm.c - the node's shared-memory segment: creation, attachment, layout
+ * and the waits on step counters (see shm.h for the protocol).
+ *
+ * Space is reserved with posix_fallocate when the segment is made, so a
+ * full /dev/shm is a clear error at init instead of a SIGBUS later. A wait
+ * polls the peer's step with the spin/yield/nap back-off of core/wait.c;
+ * every ~20 ms it checks the abort flag's owner, whether the peers it waits
+ * on still exist (kill(pid, 0), and not a zombie), and the timeout.
+ */
+#include "transport/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/env.h"
+#include "core/log.h"
+#include "core/wait.h"
+
+#define SHM_NAME_BYTES 64
+#define SHM_HEADER_BYTES 4096
+#define SHM_MAGIC 0x4d485351u /* "QSHM" */
+
+typedef struct {
+  uint32_t magic;
+  int32_t nranks;
+  uint64_t chunk_bytes;
+  uint64_t chan_bytes;
+  _Atomic int32_t abort_rank;
+} shm_header_t;
+
+static size_t shm_layout(shm_t* s) {
+  size_t w = (size_t)s->nranks;
+  size_t off = SHM_HEADER_BYTES;
+  size_t ctrl = off;
+  off += w * sizeof(shm_ctrl_t);
+  off = (off + 4095) & ~(size_t)4095;
+  size_t slots = off;
+  off += w * 2 * s->chunk_bytes;
+  size_t results = off;
+  off += w * 2 * s->chunk_bytes;
+  size_t chans = off;
+  off += w * w * (sizeof(shm_chan_ctrl_t) + s->chan_bytes);
+  if (s->base) {
+    s->abort_rank = &((shm_header_t*)s->base)->abort_rank;
+    s->ctrl = (shm_ctrl_t*)(s->base + ctrl);
+    s->slots = s->base + slots;
+    s->results = s->base + results;
+    s->chans = s->base + chans;
+  }
+  return off;
+}
+
+static qcclResult_t shm_map(const char* name, size_t bytes, int create, char** out) {
+  int fd = shm_open(name, create ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+  if (fd < 0) return QCCL_ERRNO(qcclSystemError, errno, "shm_open %s", name);
+  int e;
+  if (create) {
+    if ((e = posix_fallocate(fd, 0, (off_t)bytes)) != 0) {
+      close(fd);
+      shm_unlink(name);
+      return QCCL_ERRNO(qcclSystemError, e,
+                        "cannot reserve %zu bytes of shared memory in /dev/shm for %s", bytes,
+                        name);
+    }
+  } else {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != bytes) {
+      close(fd);
+      return QCCL_ERR(qcclInternalError, "shared segment %s has the wrong size", name);
+    }
+  }
+  void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  e = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    if (create) shm_unlink(name);
+    return QCCL_ERRNO(qcclSystemError, e, "mmap %s (%zu bytes)", name, bytes);
+  }
+  *out = p;
+  return qcclSuccess;
+}
+
+qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm_t** out) {
+  qcclResult_t r;
+  int rank = boot_rank(boot), w = boot_nranks(boot);
+  char* names = calloc((size_t)w, SHM_NAME_BYTES);
+  shm_t* s = calloc(1, sizeof *s);
+  if (!s || !names) {
+    free(s);
+    free(names);
+    return QCCL_ERR(qcclSystemError, "out of memory");
+  }
+  int64_t chunk, chan;
+  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
+  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30,
+                              &chan),
+                  r, fail);
+  if (chan & (chan - 1)) {
+    r = QCCL_ERR(qcclInvalidArgument, "QCCL_SHM_P2P_BYTES=%lld is not a power of two",
+                 (long long)chan);
+    goto fail;
+  }
+  s->rank = rank;
+  s->nranks = w;
+  s->chunk_bytes = (size_t)chunk & ~(size_t)63;
+  s->chan_bytes = (size_t)chan;
+  s->timeout = timeout;
+  /* oversubscribed ranks yield at once: the data they wait for needs the core */
+  s->spin = w > ncores ? 0 : 2000;
+  s->bytes = shm_layout(s);
+
+  char* mine = names + (size_t)rank * SHM_NAME_BYTES;
+  if (rank == 0) {
+    uint64_t rnd;
+    QCCL_CHECK_GOTO(boot_random(&rnd, sizeof rnd), r, fail);
+    snprintf(mine, SHM_NAME_BYTES, "/qccl-%d-%016llx", (int)getpid(), (unsigned long long)rnd);
+    QCCL_CHECK_GOTO(shm_map(mine, s->bytes, 1, &s->base), r, fail);
+    shm_header_t* h = (shm_header_t*)s->base;
+    h->magic = SHM_MAGIC;
+    h->nranks = w;
+    h->chunk_bytes = s->chunk_bytes;
+    h->chan_bytes = s->chan_bytes;
+    atomic_store(&h->abort_rank, -1);
+  }
+  r = boot_allgather(boot, names, SHM_NAME_BYTES);
+  if (r != qcclSuccess) goto fail_unlink;
+  names[SHM_NAME_BYTES - 1] = '\0';
+  if (rank != 0) QCCL_CHECK_GOTO(shm_map(names, s->bytes, 0, &s->base), r, fail);
+  shm_layout(s);
+  s->ctrl[rank].pid = (int32_t)getpid();
+  s->ctrl[rank].alive = 1;
+  /* every rank has attached after this barrier: the name can go */
+  r = boot_barrier(boot);
+  if (rank == 0) shm_unlink(names);
+  if (r != qcclSuccess) goto fail;
+  QCCL_INFO(LOG_SHM, "rank %d attached %s: %zu bytes, chunk %zu, p2p ring %zu", rank, names,
+            s->bytes, s->chunk_bytes, s->chan_bytes);
+  free(names);
+  *out = s;
+  return qcclSuccess;
+fail_unlink:
+  if (rank == 0) shm_unlink(names);
+fail:
+  if (s->base) munmap(s->base, s->bytes);
+  free(s);
+  free(names);
+  return r;
+}
+
+void shm_close(shm_t* s) {
+  if (!s) return;
+  if (s->base) {
+    s->ctrl[s->rank].alive = 0;
+    munmap(s->base, s->bytes);
+  }
+  free(s);
+}
+
+void shm_set_abort(shm_t* s) {
+  int32_t none = -1;
+  atomic_compare_exchange_strong(s->abort_rank, &none, s->rank);
+}
+
+/* 1 when pid is gone or a zombie. */
+static int shm_pid_dead(int pid) {
+  if (pid <= 0) return 0;
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char* p = strrchr(buf, ')');
+  return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+qcclResult_t shm_check_peers(shm_t* s, int peer) {
+  int a = atomic_load_explicit(s->abort_rank, memory_order_relaxed);
+  if (a >= 0 && a != s->rank)
+    return QCCL_ERR(qcclRemoteError, "rank %d aborted the communicator or saw a failure", a);
+  for (int j = 0; j < s->nranks; j++) {
+    if (j == s->rank || (peer >= 0 && j != peer)) continue;
+    if (!s->ctrl[j].alive)
+      return QCCL_ERR(qcclRemoteError, "rank %d left the communicator while rank %d waits for it",
+                      j, s->rank);
+    if (shm_pid_dead(s->ctrl[j].pid))
+      return QCCL_ERR(qcclRemoteError, "rank %d (pid %d) died while rank %d waits for it", j,
+                      s->ctrl[j].pid, s->rank);
+  }
+  return qcclSuccess;
+}
+
+/* Waits until every rank in [lo, hi) reached step. */
+static qcclResult_t shm_wait_range(shm_t* s, int lo, int hi, uint64_t step) {
+  int j = lo;
+  while (j < hi && atomic_load_explicit(&s->ctrl[j].step, memory_order_acquire) >= step) j++;
+  if (j == hi) return qcclSuccess;
+  backoff_t b;
+  backoff_init(&b, s->spin);
+  double start = clock_now();
+  for (;;) {
+    while (j < hi && atomic_load_explicit(&s->ctrl[j].step, memory_order_acquire) >= step) j++;
+    if (j == hi) return qcclSuccess;
+    int a = atomic_load_explicit(s->abort_rank, memory_order_relaxed);
+    if (a >= 0)
+      return QCCL_ERR(qcclRemoteError, "rank %d aborted the communicator or saw a failure", a);
+    if (backoff_idle(&b)) {
+      double now = clock_now();
+      QCCL_CHECK(shm_check_peers(s, j));
+      if (now - start > s->timeout)
+        return QCCL_ERR(qcclTimeout,
+                        "rank %d waited %.1f s for rank %d (step %llu, it is at %llu); "
+                        "QCCL_TIMEOUT is %.1f s",
+                        s->rank, now - start, j, (unsigned long long)step,
+                        (unsigned long long)atomic_load(&s->ctrl[j].step), s->timeout);
+    }
+  }
+}
+
+qcclResult_t shm_wait_rank(shm_t* s, int rank, uint64_t step) {
+  return shm_wait_range(s, rank, rank + 1, step);
+}
+
+qcclResult_t shm_wait_all(shm_t* s, uint64_t step) {
+  return shm_wait_range(s, 0, s->nranks, step);
+}
+
+qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g) {
+  uint64_t n = s->chunk_seq++;
+  if (n >= 2) QCCL_CHECK(shm_wait_all(s, 3 * (n - 2) + 3));
+  *g = n;
+  return qcclSuccess;
+}

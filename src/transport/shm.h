@@ -1,0 +1,109 @@
+/*
+ * shm.h - the node's shared-memory segment and its synchronisation.
+ *
+ * One segment per communicator and node, created by the first rank (mode
+ * 0600, name /qccl-<pid>-<random>), attached by the others and unlinked as
+ * soon as all have attached, so nothing remains in /dev/shm after any exit.
+ *
+ * Layout: a header (abort flag), one control line per rank (its step
+ * counter and pid), per rank two "slots" and two "result" areas of
+ * chunk_bytes each (double buffering), and one ring channel per ordered
+ * pair of ranks for point-to-point messages.
+ *
+ * Synchronisation is by step counters: every collective is a sequence of
+ * chunks numbered g = 0, 1, 2, ... over the life of the communicator (the
+ * same on every rank, since every rank runs the same collectives), and a
+ * rank publishes its progress in chunk g as step 3g+1 (staged in), 3g+2
+ * (reduced) and 3g+3 (done). A rank writes slot g%2 only after every rank
+ * reached 3(g-2)+3, i.e. finished reading chunk g-2 from it.
+ */
+#ifndef QCCL_TRANSPORT_SHM_H_
+#define QCCL_TRANSPORT_SHM_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/bootstrap.h"
+#include "qccl.h"
+
+#define SHM_LINE 64
+
+typedef struct {
+  _Atomic uint64_t step;
+  int32_t pid;
+  int32_t alive;
+  char pad[2 * SHM_LINE - 16];
+} shm_ctrl_t;
+
+typedef struct {
+  _Atomic uint64_t head; /* bytes written by the sender */
+  char pad0[SHM_LINE - 8];
+  _Atomic uint64_t tail; /* bytes consumed by the receiver */
+  char pad1[SHM_LINE - 8];
+} shm_chan_ctrl_t;
+
+typedef struct shm {
+  char* base;
+  size_t bytes;
+  int rank, nranks;
+  size_t chunk_bytes; /* bytes of one slot */
+  size_t chan_bytes;  /* ring bytes of one p2p channel (a power of two) */
+  uint64_t chunk_seq; /* next chunk number g */
+  double timeout;     /* seconds without progress before qcclTimeout */
+  uint32_t spin;      /* busy iterations before yielding */
+  _Atomic int32_t* abort_rank;
+  shm_ctrl_t* ctrl;
+  char* slots;
+  char* results;
+  char* chans;
+} shm_t;
+
+/* Creates (rank 0) or attaches (others) the segment of this communicator;
+ * collective over boot. ncores: cores of this host (sets spinning). */
+qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm_t** out);
+
+/* Unmaps the segment. Local. */
+void shm_close(shm_t* s);
+
+/* Publishes this rank's step. */
+static inline void shm_post(shm_t* s, uint64_t step) {
+  atomic_store_explicit(&s->ctrl[s->rank].step, step, memory_order_release);
+}
+
+/* Waits until rank's step >= step. Fails with qcclRemoteError when a rank
+ * aborted or died, qcclTimeout after s->timeout seconds. */
+qcclResult_t shm_wait_rank(shm_t* s, int rank, uint64_t step);
+
+/* Waits until every rank's step >= step. */
+qcclResult_t shm_wait_all(shm_t* s, uint64_t step);
+
+/* Checks the abort flag and the liveness of peer (or of all ranks with
+ * peer -1); used by waits that are not on step counters. */
+qcclResult_t shm_check_peers(shm_t* s, int peer);
+
+/* Marks the segment aborted by this rank: peers' waits fail promptly. */
+void shm_set_abort(shm_t* s);
+
+/* Starts chunk g: waits until slot g%2 is free on every rank. Returns g. */
+qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g);
+
+static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
+  return s->slots + ((size_t)rank * 2 + (size_t)(g & 1)) * s->chunk_bytes;
+}
+
+static inline char* shm_result(shm_t* s, int rank, uint64_t g) {
+  return s->results + ((size_t)rank * 2 + (size_t)(g & 1)) * s->chunk_bytes;
+}
+
+static inline shm_chan_ctrl_t* shm_chan_ctrl(shm_t* s, int src, int dst) {
+  size_t stride = sizeof(shm_chan_ctrl_t) + s->chan_bytes;
+  return (shm_chan_ctrl_t*)(s->chans + ((size_t)src * (size_t)s->nranks + (size_t)dst) * stride);
+}
+
+static inline char* shm_chan_data(shm_t* s, int src, int dst) {
+  return (char*)(shm_chan_ctrl(s, src, dst) + 1);
+}
+
+#endif /* QCCL_TRANSPORT_SHM_H_ */

@@ -1,0 +1,745 @@
+/*
+ * qcclrun - the local launcher: runs N ranks of one job on this host.
+ *
+ *   qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]
+ *
+ * Before the first fork qcclrun picks what every rank of the job shares: a
+ * free TCP port (bind port 0 on 127.0.0.1, read it back, close) and a 128-bit
+ * secret from getrandom(), written as 32 hex characters. It exports them with
+ * WORLD_SIZE, LOCAL_WORLD_SIZE and MASTER_ADDR=127.0.0.1, overriding any value
+ * inherited, so each run is a job of its own. Each rank is then fork+exec'd
+ * with RANK and LOCAL_RANK set, stdin on /dev/null, stdout and stderr on two
+ * pipes, and in a process group of its own, so that one kill(-pgid) reaches
+ * the rank and everything it spawned.
+ *
+ * After that a single-threaded poll() loop does all the work:
+ *  - it reads the pipes and writes only whole lines, each with a "[i] "
+ *    prefix, to qcclrun's stdout or stderr; as it is the only writer, lines of
+ *    different ranks never mix. A partial last line gets its prefix and a
+ *    newline at EOF. A line longer than 1 MiB is cut into 1 MiB lines.
+ *  - signal handlers only write the signal number into a self-pipe that poll()
+ *    watches; on SIGCHLD the loop reaps every exited rank at once, because the
+ *    library checks peer liveness with kill(pid, 0) and a zombie still counts
+ *    as alive.
+ *  - it steps the teardown state machine:
+ *      run --(a rank exits non-zero)--> grace --(--grace s)--> term
+ *      run/grace --(--timeout, SIGINT, SIGTERM, SIGHUP)--> term
+ *      term: SIGTERM to every process group --(2 s)--> kill: SIGKILL
+ * When every rank is reaped and every pipe is at EOF (or 1 s after the last
+ * rank, if a leftover descendant still holds a pipe: its group is killed),
+ * qcclrun removes /dev/shm/qccl-<pid>-* for the pids of its ranks and exits:
+ * 128+signal if it was signalled, 124 on timeout, else the status of the
+ * first rank that failed (neither 0 nor 77; 128+signal if killed), else 77 if
+ * a rank skipped, else 0. Bad usage exits 2, a failure to start the job 1.
+ *
+ * Cost: one poll() over 2N+1 descriptors per wake-up, one writev() per line.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUN_MAX_RANKS 1024
+#define RUN_DEFAULT_GRACE_S 3.0
+#define RUN_MAX_SECONDS 1e7        /* --timeout / --grace upper bound */
+#define RUN_KILL_DELAY_S 2.0       /* SIGTERM, then SIGKILL this much later */
+#define RUN_DRAIN_S 1.0            /* wait for pipes after the last rank exited */
+#define RUN_LINE_FIRST_CAP 4096    /* first size of a stream's line buffer */
+#define RUN_LINE_MAX (1024 * 1024) /* a longer line is cut */
+#define RUN_EXIT_START_FAILED 1
+#define RUN_EXIT_USAGE 2
+#define RUN_EXIT_SKIP 77
+#define RUN_EXIT_TIMEOUT 124
+#define RUN_EXIT_EXEC_FAILED 127
+
+typedef enum { RUN_OK = 0, RUN_HELP, RUN_ERR_USAGE, RUN_ERR_SYSTEM } run_result_t;
+
+#define RUN_CHECK(call)                                  \
+  do {                                                   \
+    run_result_t run_check_res_ = (call);                \
+    if (run_check_res_ != RUN_OK) return run_check_res_; \
+  } while (0)
+
+typedef struct {
+  int fd;   /* read end of the rank's pipe; -1 once at EOF */
+  int dest; /* STDOUT_FILENO or STDERR_FILENO */
+  int rank;
+  char* buf;
+  size_t len, cap;
+} run_stream_t;
+
+typedef struct {
+  pid_t pid;   /* 0 until forked; also the process group id */
+  int alive;   /* forked and not yet reaped */
+  int wstatus; /* waitpid() status once reaped */
+  char prefix[16];
+  size_t prefix_len;
+  run_stream_t out, err;
+} run_rank_t;
+
+typedef enum { RUN_PHASE_RUN, RUN_PHASE_GRACE, RUN_PHASE_TERM, RUN_PHASE_KILL } run_phase_t;
+
+typedef struct {
+  int nranks;
+  double timeout_s; /* <= 0: none */
+  double grace_s;
+  int prefix;
+  char** argv; /* the program and its arguments, NULL-terminated */
+} run_opts_t;
+
+typedef struct {
+  run_opts_t opts;
+  run_rank_t* ranks;
+  struct pollfd* pfds;
+  run_stream_t** pstreams; /* the stream behind each pfds entry */
+  int sig_pipe[2];
+  int nstarted, nalive;
+  run_phase_t phase;
+  double start, phase_deadline, drain_deadline; /* CLOCK_MONOTONIC seconds */
+  int got_signal;                               /* first SIGINT/SIGTERM/SIGHUP, or 0 */
+  int timed_out, start_failed, any_skip;
+  int first_failed; /* rank index, or -1 */
+} run_job_t;
+
+/* The signal handler's only way out: the write end of the self-pipe. */
+static int run_sig_wfd = -1;
+
+static void run_on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = (unsigned char)sig;
+  ssize_t n = write(run_sig_wfd, &b, 1); /* full pipe: the loop wakes anyway */
+  (void)n;
+  errno = saved;
+}
+
+static double run_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Writes all of iov to fd. A reader that went away (EPIPE) silently drops the
+ * output: the ranks must still be reaped and cleaned up. */
+static run_result_t run_write_all(int fd, const struct iovec* iov_in, int n) {
+  struct iovec iov[4];
+  int first = 0;
+  if (n > 4) return RUN_ERR_SYSTEM;
+  memcpy(iov, iov_in, (size_t)n * sizeof(iov[0]));
+  while (first < n) {
+    ssize_t w = writev(fd, iov + first, n - first);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        (void)poll(&p, 1, 100);
+        continue;
+      }
+      return RUN_OK;
+    }
+    while (first < n && (size_t)w >= iov[first].iov_len) w -= (ssize_t)iov[first++].iov_len;
+    if (first < n) {
+      iov[first].iov_base = (char*)iov[first].iov_base + w;
+      iov[first].iov_len -= (size_t)w;
+    }
+  }
+  return RUN_OK;
+}
+
+/* Writes one "qcclrun: ..." line on stderr in a single piece. */
+__attribute__((format(printf, 1, 2))) static run_result_t run_msg(const char* fmt, ...) {
+  char line[768];
+  va_list ap;
+  int len = snprintf(line, sizeof(line), "qcclrun: ");
+  va_start(ap, fmt);
+  vsnprintf(line + len, sizeof(line) - (size_t)len - 1, fmt, ap);
+  va_end(ap);
+  len = (int)strlen(line);
+  line[len++] = '\n';
+  struct iovec iov = {.iov_base = line, .iov_len = (size_t)len};
+  return run_write_all(STDERR_FILENO, &iov, 1);
+}
+
+static run_result_t run_usage(FILE* f) {
+  fputs(
+      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]\n"
+      "\n"
+      "Runs N ranks of prog on this host, each in its own process group, with RANK,\n"
+      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (a free port)\n"
+      "and QCCL_SECRET (shared by the ranks of the job) in the environment.\n"
+      "\n"
+      "  -n N          number of ranks, 1..1024\n"
+      "  --timeout S   kill the job after S seconds and exit 124 (default: none)\n"
+      "  --grace S     after a rank fails, seconds the others get to finish before\n"
+      "                they are terminated (default 3, may be fractional)\n"
+      "  --no-prefix   do not prefix output lines with \"[rank] \"\n"
+      "  -h, --help    print this help\n"
+      "\n"
+      "Exit status: 0 if every rank exited 0; 77 if every rank exited 0 or 77; the\n"
+      "status of the first failed rank (128+signal if killed); 124 on timeout;\n"
+      "130/143 on SIGINT/SIGTERM; 2 on bad usage.\n",
+      f);
+  return RUN_OK;
+}
+
+static run_result_t run_usage_error(const char* what, const char* arg) {
+  if (arg != NULL)
+    run_msg("%s '%s'", what, arg);
+  else
+    run_msg("%s", what);
+  run_msg("usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]");
+  return RUN_ERR_USAGE;
+}
+
+static run_result_t run_parse_ranks(const char* s, int* out) {
+  char* end;
+  long v;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (!isdigit((unsigned char)s[0]) || *end != '\0' || errno != 0 || v < 1 || v > RUN_MAX_RANKS)
+    return run_usage_error("-n: expected a number of ranks in 1..1024, got", s);
+  *out = (int)v;
+  return RUN_OK;
+}
+
+/* Seconds for --timeout (must be > 0) or --grace (may be 0). */
+static run_result_t run_parse_seconds(const char* name, const char* s, int allow_zero,
+                                      double* out) {
+  char what[96];
+  char* end;
+  double v;
+  errno = 0;
+  v = strtod(s, &end);
+  if (s[0] == '\0' || isspace((unsigned char)s[0]) || *end != '\0' || errno != 0 || !isfinite(v) ||
+      v < 0 || (v == 0 && !allow_zero) || v > RUN_MAX_SECONDS) {
+    snprintf(what, sizeof(what), "%s: expected a number of seconds %s, got", name,
+             allow_zero ? ">= 0" : "> 0");
+    return run_usage_error(what, s);
+  }
+  *out = v;
+  return RUN_OK;
+}
+
+/* Takes the value of option argv[*i]: "--name=value" or "--name value". */
+static run_result_t run_option_value(int argc, char** argv, int* i, const char* name,
+                                     const char** out) {
+  const char* a = argv[*i];
+  size_t nlen = strlen(name);
+  if (a[nlen] == '=') {
+    *out = a + nlen + 1;
+    return RUN_OK;
+  }
+  if (*i + 1 >= argc || strcmp(argv[*i + 1], "--") == 0)
+    return run_usage_error("missing value after", name);
+  *out = argv[++*i];
+  return RUN_OK;
+}
+
+static int run_is_option(const char* a, const char* name) {
+  size_t nlen = strlen(name);
+  return strncmp(a, name, nlen) == 0 && (a[nlen] == '\0' || a[nlen] == '=');
+}
+
+static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
+  run_opts_t o = {.nranks = 0, .timeout_s = 0, .grace_s = RUN_DEFAULT_GRACE_S, .prefix = 1};
+  const char* val;
+  int i;
+  for (i = 1; i < argc; i++) {
+    const char* a = argv[i];
+    if (strcmp(a, "--") == 0) break;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return RUN_HELP;
+    if (strcmp(a, "--no-prefix") == 0) {
+      o.prefix = 0;
+    } else if (run_is_option(a, "-n")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "-n", &val));
+      RUN_CHECK(run_parse_ranks(val, &o.nranks));
+    } else if (run_is_option(a, "--timeout")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "--timeout", &val));
+      RUN_CHECK(run_parse_seconds("--timeout", val, 0, &o.timeout_s));
+    } else if (run_is_option(a, "--grace")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "--grace", &val));
+      RUN_CHECK(run_parse_seconds("--grace", val, 1, &o.grace_s));
+    } else if (a[0] == '-') {
+      return run_usage_error("unknown option", a);
+    } else {
+      return run_usage_error("missing '--' before the program", a);
+    }
+  }
+  if (i >= argc) return run_usage_error("missing '--' and the program to run", NULL);
+  if (i + 1 >= argc) return run_usage_error("no program given after '--'", NULL);
+  if (o.nranks == 0) return run_usage_error("-n N (the number of ranks) is required", NULL);
+  o.argv = argv + i + 1;
+  *out = o;
+  return RUN_OK;
+}
+
+static run_result_t run_free_port(int* out) {
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+  socklen_t len = sizeof(addr);
+  run_result_t res = RUN_OK;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    run_msg("socket(): %s", strerror(errno));
+    return RUN_ERR_SYSTEM;
+  }
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, (struct sockaddr*)&addr, sizeof(addr)) != 0 ||
+      getsockname(fd, (struct sockaddr*)&addr, &len) != 0) {
+    run_msg("cannot find a free port on 127.0.0.1: %s", strerror(errno));
+    res = RUN_ERR_SYSTEM;
+    goto close_socket;
+  }
+  *out = ntohs(addr.sin_port);
+close_socket:
+  close(fd);
+  return res;
+}
+
+/* 16 random bytes as 32 lower-case hex characters. */
+static run_result_t run_make_secret(char out[33]) {
+  unsigned char raw[16];
+  size_t got = 0;
+  while (got < sizeof(raw)) {
+    ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ENOSYS) {
+      int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+      n = fd < 0 ? -1 : read(fd, raw + got, sizeof(raw) - got);
+      if (fd >= 0) close(fd);
+    }
+    if (n <= 0) {
+      run_msg("cannot read random bytes for QCCL_SECRET: %s", strerror(errno));
+      return RUN_ERR_SYSTEM;
+    }
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < sizeof(raw); i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+  return RUN_OK;
+}
+
+static run_result_t run_setenv_int(const char* name, int v) {
+  char num[16];
+  snprintf(num, sizeof(num), "%d", v);
+  if (setenv(name, num, 1) != 0) return RUN_ERR_SYSTEM;
+  return RUN_OK;
+}
+
+/* The variables shared by every rank of the job. */
+static run_result_t run_set_job_env(const run_opts_t* o) {
+  char secret[33];
+  int port;
+  RUN_CHECK(run_free_port(&port));
+  RUN_CHECK(run_make_secret(secret));
+  RUN_CHECK(run_setenv_int("WORLD_SIZE", o->nranks));
+  RUN_CHECK(run_setenv_int("LOCAL_WORLD_SIZE", o->nranks));
+  RUN_CHECK(run_setenv_int("MASTER_PORT", port));
+  if (setenv("MASTER_ADDR", "127.0.0.1", 1) != 0 || setenv("QCCL_SECRET", secret, 1) != 0)
+    return RUN_ERR_SYSTEM;
+  return RUN_OK;
+}
+
+/* In the child between fork and exec: never returns. */
+static void run_child_exec(const run_job_t* job, int rank, int out_w, int err_w) {
+  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  sigset_t none;
+  int null_fd;
+  setpgid(0, 0);
+  sigaction(SIGPIPE, &dfl, NULL); /* qcclrun ignores it; exec keeps SIG_IGN */
+  sigaction(SIGINT, &dfl, NULL);
+  sigaction(SIGTERM, &dfl, NULL);
+  sigaction(SIGHUP, &dfl, NULL);
+  sigaction(SIGCHLD, &dfl, NULL);
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0 && null_fd != STDIN_FILENO) dup2(null_fd, STDIN_FILENO);
+  if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) _exit(RUN_EXIT_EXEC_FAILED);
+  if (run_setenv_int("RANK", rank) != RUN_OK || run_setenv_int("LOCAL_RANK", rank) != RUN_OK)
+    _exit(RUN_EXIT_EXEC_FAILED);
+  execvp(job->opts.argv[0], job->opts.argv);
+  dprintf(STDERR_FILENO, "qcclrun: cannot execute '%s': %s\n", job->opts.argv[0], strerror(errno));
+  _exit(RUN_EXIT_EXEC_FAILED);
+}
+
+static run_result_t run_spawn(run_job_t* job, int rank) {
+  run_rank_t* r = &job->ranks[rank];
+  int out_p[2], err_p[2];
+  pid_t pid;
+  if (pipe2(out_p, O_CLOEXEC) != 0) goto fail;
+  if (pipe2(err_p, O_CLOEXEC) != 0) goto close_out_pipe;
+  pid = fork();
+  if (pid < 0) goto close_err_pipe;
+  if (pid == 0) run_child_exec(job, rank, out_p[1], err_p[1]);
+  setpgid(pid, pid); /* also here: no race with a kill(-pid) before the child ran */
+  close(out_p[1]);
+  close(err_p[1]);
+  fcntl(out_p[0], F_SETFL, O_NONBLOCK);
+  fcntl(err_p[0], F_SETFL, O_NONBLOCK);
+  r->pid = pid;
+  r->alive = 1;
+  r->prefix_len = (size_t)snprintf(r->prefix, sizeof(r->prefix), "[%d] ", rank);
+  r->out = (run_stream_t){.fd = out_p[0], .dest = STDOUT_FILENO, .rank = rank};
+  r->err = (run_stream_t){.fd = err_p[0], .dest = STDERR_FILENO, .rank = rank};
+  job->nstarted++;
+  job->nalive++;
+  return RUN_OK;
+close_err_pipe:
+  close(err_p[0]);
+  close(err_p[1]);
+close_out_pipe:
+  close(out_p[0]);
+  close(out_p[1]);
+fail:
+  run_msg("cannot start rank %d: %s", rank, strerror(errno));
+  return RUN_ERR_SYSTEM;
+}
+
+/* Writes one output line of rank r: prefix, data, and a newline if asked. */
+static run_result_t run_emit(const run_job_t* job, const run_stream_t* s, const char* data,
+                             size_t len, int add_newline) {
+  const run_rank_t* r = &job->ranks[s->rank];
+  struct iovec iov[3];
+  int n = 0;
+  if (job->opts.prefix) iov[n++] = (struct iovec){(void*)r->prefix, r->prefix_len};
+  iov[n++] = (struct iovec){(void*)data, len};
+  if (add_newline && job->opts.prefix) iov[n++] = (struct iovec){"\n", 1};
+  return run_write_all(s->dest, iov, n);
+}
+
+/* Writes the complete lines at the front of s's buffer and keeps the rest.
+ * Without prefixes the lines go out in one piece. */
+static run_result_t run_emit_lines(const run_job_t* job, run_stream_t* s) {
+  size_t done = 0;
+  for (;;) {
+    char* nl = memchr(s->buf + done, '\n', s->len - done);
+    if (nl == NULL) break;
+    size_t end = (size_t)(nl - s->buf) + 1;
+    if (job->opts.prefix) RUN_CHECK(run_emit(job, s, s->buf + done, end - done, 0));
+    done = end;
+  }
+  if (!job->opts.prefix && done > 0) RUN_CHECK(run_emit(job, s, s->buf, done, 0));
+  memmove(s->buf, s->buf + done, s->len - done);
+  s->len -= done;
+  return RUN_OK;
+}
+
+static run_result_t run_stream_close(run_stream_t* s) {
+  if (s->fd >= 0) close(s->fd);
+  free(s->buf);
+  *s = (run_stream_t){.fd = -1, .dest = s->dest, .rank = s->rank};
+  return RUN_OK;
+}
+
+/* Reads what is there (one read) from a readable pipe; at EOF writes the
+ * partial last line and closes the pipe. */
+static run_result_t run_stream_read(run_job_t* job, run_stream_t* s) {
+  ssize_t n;
+  if (s->len == s->cap) {
+    if (s->cap >= RUN_LINE_MAX) { /* an over-long line: cut it */
+      RUN_CHECK(run_emit(job, s, s->buf, s->len, 1));
+      s->len = 0;
+    } else {
+      size_t cap = s->cap == 0 ? RUN_LINE_FIRST_CAP : 2 * s->cap;
+      char* buf = realloc(s->buf, cap);
+      if (buf == NULL) {
+        run_msg("out of memory for the output of rank %d", s->rank);
+        return RUN_ERR_SYSTEM;
+      }
+      s->buf = buf;
+      s->cap = cap;
+    }
+  }
+  n = read(s->fd, s->buf + s->len, s->cap - s->len);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return RUN_OK;
+  if (n > 0) {
+    s->len += (size_t)n;
+    return run_emit_lines(job, s);
+  }
+  if (s->len > 0) RUN_CHECK(run_emit(job, s, s->buf, s->len, 1));
+  return run_stream_close(s);
+  return RUN_OK;
+}
+
+/* Signals the process group of every rank that is alive or whose pipes are
+ * still open (a leftover descendant holds them). */
+static run_result_t run_signal_groups(run_job_t* job, int sig) {
+  for (int i = 0; i < job->nstarted; i++) {
+    run_rank_t* r = &job->ranks[i];
+    if (!r->alive && r->out.fd < 0 && r->err.fd < 0) continue;
+    if (kill(-r->pid, sig) != 0 && r->alive) kill(r->pid, sig);
+  }
+  return RUN_OK;
+}
+
+static run_result_t run_begin_term(run_job_t* job, double now) {
+  job->phase = RUN_PHASE_TERM;
+  job->phase_deadline = now + RUN_KILL_DELAY_S;
+  return run_signal_groups(job, SIGTERM);
+}
+
+static run_result_t run_begin_kill(run_job_t* job) {
+  job->phase = RUN_PHASE_KILL;
+  return run_signal_groups(job, SIGKILL);
+}
+
+static int run_exit_code(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return 255;
+}
+
+static run_result_t run_on_rank_exit(run_job_t* job, int rank, double now) {
+  int st = job->ranks[rank].wstatus;
+  int code = run_exit_code(st);
+  if (code == 0) return RUN_OK;
+  if (WIFSIGNALED(st)) {
+    const char* name = sigabbrev_np(WTERMSIG(st));
+    if (name != NULL)
+      run_msg("rank %d killed by signal SIG%s", rank, name);
+    else
+      run_msg("rank %d killed by signal %d", rank, WTERMSIG(st));
+  } else {
+    run_msg("rank %d exited with status %d", rank, code);
+  }
+  if (code == RUN_EXIT_SKIP && WIFEXITED(st))
+    job->any_skip = 1;
+  else if (job->first_failed < 0)
+    job->first_failed = rank;
+  if (job->phase == RUN_PHASE_RUN) {
+    job->phase = RUN_PHASE_GRACE;
+    job->phase_deadline = now + job->opts.grace_s;
+  }
+  return RUN_OK;
+}
+
+static run_result_t run_reap(run_job_t* job, double now) {
+  for (;;) {
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) return RUN_OK;
+    for (int i = 0; i < job->nstarted; i++) {
+      if (job->ranks[i].pid != pid || !job->ranks[i].alive) continue;
+      job->ranks[i].alive = 0;
+      job->ranks[i].wstatus = st;
+      job->nalive--;
+      RUN_CHECK(run_on_rank_exit(job, i, now));
+      break;
+    }
+  }
+}
+
+/* Drains the self-pipe; SIGINT/SIGTERM/SIGHUP start (or hurry) the teardown. */
+static run_result_t run_read_signals(run_job_t* job, double now) {
+  unsigned char sigs[64];
+  ssize_t n;
+  while ((n = read(job->sig_pipe[0], sigs, sizeof(sigs))) > 0) {
+    for (ssize_t k = 0; k < n; k++) {
+      if (sigs[k] == SIGCHLD) continue;
+      if (job->got_signal == 0) job->got_signal = sigs[k];
+      if (job->phase < RUN_PHASE_TERM)
+        RUN_CHECK(run_begin_term(job, now));
+      else if (job->phase == RUN_PHASE_TERM)
+        RUN_CHECK(run_begin_kill(job));
+    }
+  }
+  return RUN_OK;
+}
+
+static int run_streams_open(const run_job_t* job) {
+  for (int i = 0; i < job->nstarted; i++)
+    if (job->ranks[i].out.fd >= 0 || job->ranks[i].err.fd >= 0) return 1;
+  return 0;
+}
+
+/* Acts on the deadlines that have passed: timeout, grace, SIGKILL, drain. */
+static run_result_t run_check_deadlines(run_job_t* job, double now) {
+  if (job->phase <= RUN_PHASE_GRACE && job->nalive > 0 && job->opts.timeout_s > 0 &&
+      now >= job->start + job->opts.timeout_s) {
+    run_msg("timeout after %g s", job->opts.timeout_s);
+    job->timed_out = 1;
+    RUN_CHECK(run_begin_term(job, now));
+  }
+  if (job->phase == RUN_PHASE_GRACE && job->nalive > 0 && now >= job->phase_deadline)
+    RUN_CHECK(run_begin_term(job, now));
+  if (job->phase == RUN_PHASE_TERM && now >= job->phase_deadline) RUN_CHECK(run_begin_kill(job));
+  if (job->nalive > 0 || !run_streams_open(job)) return RUN_OK;
+  if (job->drain_deadline == 0) job->drain_deadline = now + RUN_DRAIN_S;
+  if (now < job->drain_deadline) return RUN_OK;
+  RUN_CHECK(run_signal_groups(job, SIGKILL));
+  for (int i = 0; i < job->nstarted; i++) {
+    RUN_CHECK(run_stream_close(&job->ranks[i].out));
+    RUN_CHECK(run_stream_close(&job->ranks[i].err));
+  }
+  return RUN_OK;
+}
+
+/* Milliseconds until the next deadline, or -1 for none. */
+static int run_poll_timeout(const run_job_t* job, double now) {
+  double next = INFINITY, ms;
+  if (job->phase <= RUN_PHASE_GRACE && job->nalive > 0 && job->opts.timeout_s > 0)
+    next = job->start + job->opts.timeout_s;
+  if (((job->phase == RUN_PHASE_GRACE && job->nalive > 0) || job->phase == RUN_PHASE_TERM) &&
+      job->phase_deadline < next)
+    next = job->phase_deadline;
+  if (job->drain_deadline > 0 && job->drain_deadline < next) next = job->drain_deadline;
+  if (isinf(next)) return -1;
+  ms = (next - now) * 1000.0 + 1.0; /* round up: never wake before the deadline */
+  return ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static run_result_t run_loop(run_job_t* job) {
+  double now = run_now();
+  RUN_CHECK(run_reap(job, now));
+  RUN_CHECK(run_check_deadlines(job, now));
+  while (job->nalive > 0 || run_streams_open(job)) {
+    int n = 0;
+    job->pfds[n++] = (struct pollfd){.fd = job->sig_pipe[0], .events = POLLIN};
+    for (int i = 0; i < job->nstarted; i++) {
+      run_stream_t* two[2] = {&job->ranks[i].out, &job->ranks[i].err};
+      for (int k = 0; k < 2; k++) {
+        if (two[k]->fd < 0) continue;
+        job->pstreams[n] = two[k];
+        job->pfds[n++] = (struct pollfd){.fd = two[k]->fd, .events = POLLIN};
+      }
+    }
+    int ready = poll(job->pfds, (nfds_t)n, run_poll_timeout(job, now));
+    if (ready < 0 && errno != EINTR) {
+      run_msg("poll(): %s", strerror(errno));
+      return RUN_ERR_SYSTEM;
+    }
+    now = run_now();
+    RUN_CHECK(run_read_signals(job, now));
+    RUN_CHECK(run_reap(job, now));
+    for (int k = 1; ready > 0 && k < n; k++) {
+      if (job->pfds[k].revents == 0) continue;
+      RUN_CHECK(run_stream_read(job, job->pstreams[k]));
+    }
+    RUN_CHECK(run_check_deadlines(job, now));
+  }
+  return RUN_OK;
+}
+
+/* Removes /dev/shm/qccl-<pid>-* left by this job's ranks, and no other. */
+static run_result_t run_clean_shm(const run_job_t* job) {
+  DIR* dir = opendir("/dev/shm");
+  struct dirent* e;
+  if (dir == NULL) return RUN_OK;
+  while ((e = readdir(dir)) != NULL) {
+    const char* digits = e->d_name + 5;
+    char* end;
+    long pid;
+    if (strncmp(e->d_name, "qccl-", 5) != 0 || !isdigit((unsigned char)digits[0])) continue;
+    pid = strtol(digits, &end, 10);
+    if (*end != '-') continue;
+    for (int i = 0; i < job->nstarted; i++) {
+      if (job->ranks[i].pid != pid) continue;
+      if (unlinkat(dirfd(dir), e->d_name, 0) != 0 && errno != ENOENT)
+        run_msg("cannot remove /dev/shm/%s: %s", e->d_name, strerror(errno));
+      break;
+    }
+  }
+  closedir(dir);
+  return RUN_OK;
+}
+
+/* Descriptors 0-2 open (so a pipe never lands on them), enough descriptors
+ * for 2 pipes per rank, the self-pipe and the signal handlers. */
+static run_result_t run_job_init(run_job_t* job, const run_opts_t* opts) {
+  struct sigaction sa = {.sa_handler = run_on_signal, .sa_flags = SA_NOCLDSTOP};
+  struct sigaction ign = {.sa_handler = SIG_IGN};
+  struct rlimit lim;
+  int fd;
+  *job = (run_job_t){.opts = *opts, .sig_pipe = {-1, -1}, .first_failed = -1};
+  while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= STDERR_FILENO) continue;
+  if (fd > STDERR_FILENO) close(fd);
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  job->ranks = calloc((size_t)opts->nranks, sizeof(*job->ranks));
+  job->pfds = calloc(2 * (size_t)opts->nranks + 1, sizeof(*job->pfds));
+  job->pstreams = calloc(2 * (size_t)opts->nranks + 1, sizeof(*job->pstreams));
+  if (job->ranks == NULL || job->pfds == NULL || job->pstreams == NULL) {
+    run_msg("out of memory for %d ranks", opts->nranks);
+    return RUN_ERR_SYSTEM;
+  }
+  if (pipe2(job->sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    run_msg("pipe(): %s", strerror(errno));
+    return RUN_ERR_SYSTEM;
+  }
+  run_sig_wfd = job->sig_pipe[1];
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGCHLD, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0 ||
+      sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGHUP, &sa, NULL) != 0 ||
+      sigaction(SIGPIPE, &ign, NULL) != 0) {
+    run_msg("sigaction(): %s", strerror(errno));
+    return RUN_ERR_SYSTEM;
+  }
+  return run_set_job_env(opts);
+}
+
+static run_result_t run_job_fini(run_job_t* job) {
+  for (int i = 0; job->ranks != NULL && i < job->nstarted; i++) {
+    run_stream_close(&job->ranks[i].out);
+    run_stream_close(&job->ranks[i].err);
+  }
+  free(job->ranks);
+  free(job->pfds);
+  free(job->pstreams);
+  return RUN_OK;
+}
+
+static int run_job_status(const run_job_t* job) {
+  if (job->got_signal != 0) return 128 + job->got_signal;
+  if (job->timed_out) return RUN_EXIT_TIMEOUT;
+  if (job->start_failed) return RUN_EXIT_START_FAILED;
+  if (job->first_failed >= 0) return run_exit_code(job->ranks[job->first_failed].wstatus);
+  return job->any_skip ? RUN_EXIT_SKIP : 0;
+}
+
+int main(int argc, char** argv) {
+  run_opts_t opts;
+  run_job_t job;
+  int status;
+  run_result_t res = run_parse_args(argc, argv, &opts);
+  if (res == RUN_HELP) return run_usage(stdout) == RUN_OK ? 0 : 1;
+  if (res != RUN_OK) return RUN_EXIT_USAGE;
+  if (run_job_init(&job, &opts) != RUN_OK) {
+    run_job_fini(&job);
+    return RUN_EXIT_START_FAILED;
+  }
+  job.start = run_now();
+  for (int i = 0; i < opts.nranks; i++) {
+    if (run_spawn(&job, i) == RUN_OK) continue;
+    job.start_failed = 1;
+    run_begin_term(&job, run_now());
+    break;
+  }
+  res = run_loop(&job);
+  if (res != RUN_OK) { /* cannot watch the ranks any more: kill and wait */
+    run_signal_groups(&job, SIGKILL);
+    while (job.nalive > 0 && waitpid(-1, NULL, 0) > 0) job.nalive--;
+    job.start_failed = 1;
+  }
+  run_clean_shm(&job);
+  status = run_job_status(&job);
+  run_job_fini(&job);
+  return status;
+}
