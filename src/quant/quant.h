@@ -97,7 +97,8 @@ qcclResult_t quant_reduce_requant(quant_isa_t isa, const quant_params_t* in,
                                   const void* const* srcs, int k, size_t n,
                                   const quant_params_t* out, float* residual, void* dst);
 
-/* The per-block a-priori error bound of chunk src (round-to-nearest):
+/* The per-block a-priori error bound of chunk src (scale / 2 + f32 rounding
+ * for round-to-nearest, scale + f32 rounding for stochastic rounding):
  * per_block (NULL or nblocks floats) and its maximum (NULL allowed); NaN for
  * an overflow block (and then the maximum is NaN). */
 qcclResult_t quant_error_bound(const quant_params_t* p, const void* src, size_t n,

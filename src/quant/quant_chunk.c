@@ -339,7 +339,7 @@ qcclResult_t quant_error_bound(const quant_params_t* p, const void* src, size_t 
   for (size_t b = 0; b < nb; b++) {
     float scale = rd_f32(s + 4 * b);
     float lo = p->asym ? rd_f32(s + 4 * (nb + b)) : 0.0f;
-    float e = qm_error_bound(scale, lo, p->bits, p->asym, p->rotate, p->block);
+    float e = qm_error_bound(scale, lo, p->bits, p->asym, p->stochastic, p->rotate, p->block);
     if (per_block != NULL) per_block[b] = e;
     if (e != e)
       any_nan = 1;

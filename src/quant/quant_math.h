@@ -285,11 +285,13 @@ QCCL_HD uint8_t qm_pack4(int even, int odd) {
 
 /* ---- the a-priori error bound ------------------------------------------- */
 
-/* Bound of |x - x'| on every element of a round-to-nearest block with this
- * scale and minimum: scale / 2, plus f32 rounding (relative 2^-20 of the
- * largest dequantized magnitude, times 1 + log2(B) with rotation), plus
- * 2^-126 for subnormal results. NaN for an overflow block. */
-QCCL_HD float qm_error_bound(float scale, float lo, int bits, int asym, int rotate, int block) {
+/* Bound of |x - x'| on every element of a block with this scale and
+ * minimum: scale / 2 for round-to-nearest (scale for stochastic rounding),
+ * plus f32 rounding (relative 2^-20 of the largest dequantized magnitude,
+ * times 1 + log2(B) with rotation), plus 2^-126 for subnormal results. NaN
+ * for an overflow block. */
+QCCL_HD float qm_error_bound(float scale, float lo, int bits, int asym, int sr, int rotate,
+                             int block) {
   if (!(scale - scale == 0.0f) || !(lo - lo == 0.0f)) return qccl_bits_f32(QM_QNAN_BITS);
   float top = QM_MUL((float)qm_qmax(bits, asym), scale);
   if (asym) top = QM_ADD(top, lo < 0.0f ? -lo : lo);
@@ -299,7 +301,7 @@ QCCL_HD float qm_error_bound(float scale, float lo, int bits, int asym, int rota
     while ((1 << lg) < block) lg++;
     f = QM_MUL(f, (float)(1 + lg));
   }
-  return QM_ADD(QM_ADD(QM_MUL(scale, 0.5f), QM_MUL(top, f)), 0x1p-126f);
+  return QM_ADD(QM_ADD(sr ? scale : QM_MUL(scale, 0.5f), QM_MUL(top, f)), 0x1p-126f);
 }
 
 #endif /* QCCL_QUANT_MATH_H_ */

@@ -32,6 +32,7 @@ typedef struct {
   qcclComm_t comm;
   int rank, nranks;
   uint64_t seed;
+  int seed_given;   /* --seed or QCCL_TEST_SEED */
   int quick;        /* --quick or QCCL_MR_QUICK=1: the lighter (sanitizer) set */
   int verbose;      /* --verbose or QCCL_MR_VERBOSE=1: one line per case */
   const char* only; /* --only NAME: run just the case of that name */
@@ -171,5 +172,34 @@ uint64_t mr_mix(uint64_t x);
 
 /* An element count drawn from the case seed in [lo, hi]. */
 size_t mr_rand_range(uint64_t* state, size_t lo, size_t hi);
+
+/* ---- the large-count rotation ----
+ * Counts 999983 (a prime near 1e6) and 2^22 are too slow to cross with
+ * every dtype and op on 2 cores. Each collective instead runs, per world
+ * size W, one case at each large count, taking its (dtype, op) from a list
+ * of 12 pairs that holds every dtype once and every op at least twice:
+ *   f32 sum, bf16 avg, i32 prod, f16 max, u8 min, f64 sum,
+ *   e4m3 avg, i64 max, e5m2 sum, u32 sum, i8 prod, u64 min.
+ * Slot s = 2 * (index of W in {1,2,3,4,5,8}) + (0 for 999983, 1 for 2^22)
+ * takes pair (s + coll) % 12, in place when (s + coll) is odd, root
+ * (7 s + coll) % W. Over the six world sizes the twelve slots take every
+ * pair once, so every collective meets every dtype and every op (where it
+ * has one) at a large count, in place and out of place. In quick mode
+ * (sanitizer builds) only the 999983 slot runs, which still covers six
+ * pairs per collective. */
+typedef struct {
+  qcclDataType_t dt;
+  qcclRedOp_t op;
+  int inplace;
+  size_t count;
+  int root;
+} mr_large_t;
+
+#define MR_LARGE1 ((size_t)999983)
+#define MR_LARGE2 ((size_t)1 << 22)
+
+/* Fills out[] with this W's large cases for collective number coll (any
+ * small integer, distinct per collective); returns how many (<= 2). */
+int mr_large_cases(const mr_t* t, int coll, mr_large_t* out);
 
 #endif /* QCCL_TESTS_MR_UTIL_H_ */

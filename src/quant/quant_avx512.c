@@ -1,0 +1,336 @@
+/*
+ * quant_avx512.c - the block kernels with AVX-512 F/BW/VL (and F16C), 16
+ * floats per vector, masked tails. Built with -mavx512f -mavx512bw
+ * -mavx512vl -mf16c -ffp-contract=off and only called after cpuid says so.
+ *
+ * Each kernel is its scalar twin (quant_scalar.c) with the same f32
+ * operations in the same order per element: mul, roundscale (nearest or
+ * floor: exact, like the scalar rne/floor), min/max clamp, truncation of an
+ * integral value. Walsh-Hadamard stages h = 1, 2, 4, 8 run inside a vector
+ * (permute, then add for the lanes without bit h and sub for those with it),
+ * stages h >= 16 between vectors: the same butterflies as the scalar loop.
+ * Large outputs use non-temporal stores when 64-byte aligned.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "quant/quant_impl.h"
+
+#define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define FLOOR (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+
+static inline __mmask16 a5_mask(int r) {
+  return (__mmask16)((1u << r) - 1u);
+}
+
+static inline __m512i a5_hash(__m512i x) {
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(0x7feb352d));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)0x846ca68bu));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  return x;
+}
+
+static void a5_stats(const float* x, int nr, int asym, quant_stats_t* st) {
+  const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+  __m512i am = _mm512_setzero_si512(), am2 = _mm512_setzero_si512();
+  __m512 mn = _mm512_set1_ps(INFINITY), mx = _mm512_set1_ps(-INFINITY);
+  int i = 0;
+  if (!asym) {
+    for (; i + 32 <= nr; i += 32) {
+      am = _mm512_max_epu32(am, _mm512_and_si512(_mm512_loadu_si512(x + i), absm));
+      am2 = _mm512_max_epu32(am2, _mm512_and_si512(_mm512_loadu_si512(x + i + 16), absm));
+    }
+    am = _mm512_max_epu32(am, am2);
+  }
+  for (; i + 16 <= nr; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    am = _mm512_max_epu32(am, _mm512_and_si512(_mm512_castps_si512(v), absm));
+    if (asym) {
+      mn = _mm512_min_ps(mn, v);
+      mx = _mm512_max_ps(mx, v);
+    }
+  }
+  if (i < nr) {
+    __mmask16 k = a5_mask(nr - i);
+    __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    am = _mm512_max_epu32(am, _mm512_and_si512(_mm512_castps_si512(v), absm));
+    if (asym) {
+      mn = _mm512_mask_min_ps(mn, k, mn, v);
+      mx = _mm512_mask_max_ps(mx, k, mx, v);
+    }
+  }
+  st->amax = (uint32_t)_mm512_reduce_max_epu32(am);
+  st->mn = asym ? _mm512_reduce_min_ps(mn) : 0.0f;
+  st->mx = asym ? _mm512_reduce_max_ps(mx) : 0.0f;
+}
+
+/* Per-block constants of the encoder. */
+typedef struct {
+  __m512 lo, inv, cmin, cmax;
+  __m512i k0, k1, iota;
+  int asym, sr;
+} a5_enc_t;
+
+static inline __m512i a5_code(const a5_enc_t* e, __m512 v, __m512i idx) {
+  __m512 t = _mm512_mul_ps(e->asym ? _mm512_sub_ps(v, e->lo) : v, e->inv);
+  __m512 r;
+  if (e->sr) {
+    __m512i h = a5_hash(_mm512_xor_si512(idx, e->k0));
+    h = _mm512_srli_epi32(a5_hash(_mm512_xor_si512(h, e->k1)), 8);
+    __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(h), _mm512_set1_ps(QM_U_SCALE));
+    r = _mm512_roundscale_ps(_mm512_add_ps(t, u), FLOOR);
+  } else {
+    r = _mm512_roundscale_ps(t, RNE);
+  }
+  r = _mm512_min_ps(_mm512_max_ps(r, e->cmin), e->cmax);
+  return _mm512_cvttps_epi32(r);
+}
+
+/* Low byte of each 64-bit lane = even code | odd code << 4. */
+static inline __m512i a5_pair4(__m512i q) {
+  __m512i v = _mm512_and_si512(q, _mm512_set1_epi32(0xf));
+  return _mm512_or_si512(v, _mm512_srli_epi64(v, 28));
+}
+
+static void a5_encode(const quant_ctx_t* c, const qm_block_t* b, const float* x, int nr,
+                      uint64_t idx, uint8_t* codes) {
+  a5_enc_t e;
+  e.asym = c->asym;
+  e.sr = c->stochastic;
+  e.lo = _mm512_set1_ps(b->lo);
+  e.inv = _mm512_set1_ps(b->inv);
+  e.cmin = _mm512_set1_ps(c->asym ? 0.0f : -(float)c->qmax);
+  e.cmax = _mm512_set1_ps((float)c->qmax);
+  e.k0 = _mm512_set1_epi32((int)c->key.k0);
+  e.k1 = _mm512_set1_epi32((int)qm_sr_hi(c->key, idx));
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i vidx = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)idx), iota);
+  const __m512i step = _mm512_set1_epi32(16);
+  int i = 0;
+  if (c->bits == 8) {
+    for (; i + 32 <= nr; i += 32) {
+      __m512i q0 = a5_code(&e, _mm512_loadu_ps(x + i), vidx);
+      vidx = _mm512_add_epi32(vidx, step);
+      __m512i q1 = a5_code(&e, _mm512_loadu_ps(x + i + 16), vidx);
+      vidx = _mm512_add_epi32(vidx, step);
+      _mm_storeu_si128((__m128i*)(codes + i), _mm512_cvtepi32_epi8(q0));
+      _mm_storeu_si128((__m128i*)(codes + i + 16), _mm512_cvtepi32_epi8(q1));
+    }
+    for (; i < nr; i += 16) {
+      int rem = nr - i < 16 ? nr - i : 16;
+      __mmask16 k = a5_mask(rem);
+      __m512i q = a5_code(&e, _mm512_maskz_loadu_ps(k, x + i), vidx);
+      vidx = _mm512_add_epi32(vidx, step);
+      _mm512_mask_cvtepi32_storeu_epi8(codes + i, k, q);
+    }
+    return;
+  }
+  for (; i + 32 <= nr; i += 32) {
+    __m512i q0 = a5_code(&e, _mm512_loadu_ps(x + i), vidx);
+    vidx = _mm512_add_epi32(vidx, step);
+    __m512i q1 = a5_code(&e, _mm512_loadu_ps(x + i + 16), vidx);
+    vidx = _mm512_add_epi32(vidx, step);
+    __m128i b0 = _mm512_cvtepi64_epi8(a5_pair4(q0));
+    __m128i b1 = _mm512_cvtepi64_epi8(a5_pair4(q1));
+    _mm_storeu_si128((__m128i*)(codes + i / 2), _mm_unpacklo_epi64(b0, b1));
+  }
+  for (; i < nr; i += 16) {
+    int rem = nr - i < 16 ? nr - i : 16;
+    __mmask16 k = a5_mask(rem);
+    __m512i q = a5_code(&e, _mm512_maskz_loadu_ps(k, x + i), vidx);
+    vidx = _mm512_add_epi32(vidx, step);
+    q = _mm512_maskz_mov_epi32(k, q);
+    __mmask8 kb = (__mmask8)((1u << ((rem + 1) / 2)) - 1u);
+    _mm512_mask_cvtepi64_storeu_epi8(codes + i / 2, kb, a5_pair4(q));
+  }
+}
+
+/* Codes 16 elements from i: as int32 lanes. */
+static inline __m512i a5_get8(const uint8_t* codes, int asym, __mmask16 k) {
+  __m128i b = _mm_maskz_loadu_epi8(k, codes);
+  return asym ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b);
+}
+
+static inline __m512i a5_get4(const uint8_t* codes, int asym, __mmask8 kb) {
+  __m512i w = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(kb, codes));
+  w = _mm512_and_si512(_mm512_or_si512(w, _mm512_slli_epi64(w, 28)),
+                       _mm512_set1_epi64(0x0000000f0000000fll));
+  if (!asym) {
+    const __m512i eight = _mm512_set1_epi32(8);
+    w = _mm512_sub_epi32(_mm512_xor_si512(w, eight), eight);
+  }
+  return w;
+}
+
+static inline __m512 a5_value(__m512i q, __m512 s, __m512 lo, int asym) {
+  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(q), s);
+  return asym ? _mm512_add_ps(lo, v) : v;
+}
+
+/* Values of the codes of elements i .. i + rem - 1 (rem <= 16). */
+static inline __m512 a5_values(const quant_ctx_t* c, const uint8_t* codes, int i, int rem,
+                               __m512 s, __m512 lo) {
+  __m512i q;
+  if (c->bits == 8)
+    q = a5_get8(codes + i, c->asym, a5_mask(rem));
+  else
+    q = a5_get4(codes + i / 2, c->asym, (__mmask8)((1u << ((rem + 1) / 2)) - 1u));
+  return a5_value(q, s, lo, c->asym);
+}
+
+static void a5_decode(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes, int nr,
+                      float* out, int stream) {
+  const __m512 s = _mm512_set1_ps(scale), l = _mm512_set1_ps(lo);
+  int i = 0;
+  if (stream && ((uintptr_t)out & 63) == 0) {
+    for (; i + 16 <= nr; i += 16) _mm512_stream_ps(out + i, a5_values(c, codes, i, 16, s, l));
+  }
+  if (c->bits == 8) {
+    for (; i + 32 <= nr; i += 32) {
+      __m128i b0 = _mm_loadu_si128((const __m128i*)(codes + i));
+      __m128i b1 = _mm_loadu_si128((const __m128i*)(codes + i + 16));
+      __m512i q0 = c->asym ? _mm512_cvtepu8_epi32(b0) : _mm512_cvtepi8_epi32(b0);
+      __m512i q1 = c->asym ? _mm512_cvtepu8_epi32(b1) : _mm512_cvtepi8_epi32(b1);
+      _mm512_storeu_ps(out + i, a5_value(q0, s, l, c->asym));
+      _mm512_storeu_ps(out + i + 16, a5_value(q1, s, l, c->asym));
+    }
+  }
+  for (; i < nr; i += 16) {
+    int rem = nr - i < 16 ? nr - i : 16;
+    _mm512_mask_storeu_ps(out + i, a5_mask(rem), a5_values(c, codes, i, rem, s, l));
+  }
+}
+
+static void a5_decode_acc(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes,
+                          int nr, float* acc) {
+  const __m512 s = _mm512_set1_ps(scale), l = _mm512_set1_ps(lo);
+  for (int i = 0; i < nr; i += 16) {
+    int rem = nr - i < 16 ? nr - i : 16;
+    __mmask16 k = a5_mask(rem);
+    __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
+    _mm512_mask_storeu_ps(acc + i, k, _mm512_add_ps(a, a5_values(c, codes, i, rem, s, l)));
+  }
+}
+
+/* Stages h = 1, 2, 4, 8 of 16 consecutive elements. */
+static inline __m512 a5_fwht16(__m512 v) {
+  __m512 p = _mm512_permute_ps(v, 0xb1);
+  v = _mm512_mask_sub_ps(_mm512_add_ps(v, p), 0xaaaa, p, v);
+  p = _mm512_permute_ps(v, 0x4e);
+  v = _mm512_mask_sub_ps(_mm512_add_ps(v, p), 0xcccc, p, v);
+  p = _mm512_shuffle_f32x4(v, v, 0xb1);
+  v = _mm512_mask_sub_ps(_mm512_add_ps(v, p), 0xf0f0, p, v);
+  p = _mm512_shuffle_f32x4(v, v, 0x4e);
+  v = _mm512_mask_sub_ps(_mm512_add_ps(v, p), 0xff00, p, v);
+  return v;
+}
+
+static void a5_fwht(float* x, int block) {
+  for (int i = 0; i < block; i += 16) _mm512_storeu_ps(x + i, a5_fwht16(_mm512_loadu_ps(x + i)));
+  for (int h = 16; h < block; h <<= 1) {
+    for (int i = 0; i < block; i += 2 * h) {
+      for (int j = i; j < i + h; j += 16) {
+        __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + h);
+        _mm512_storeu_ps(x + j, _mm512_add_ps(a, b));
+        _mm512_storeu_ps(x + j + h, _mm512_sub_ps(a, b));
+      }
+    }
+  }
+}
+
+static void a5_flip(float* x, const uint32_t* mask, int n) {
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 k = a5_mask(n - i < 16 ? n - i : 16);
+    __m512i v = _mm512_maskz_loadu_epi32(k, x + i);
+    __m512i m = _mm512_maskz_loadu_epi32(k, mask + i);
+    _mm512_mask_storeu_epi32(x + i, k, _mm512_xor_si512(v, m));
+  }
+}
+
+static void a5_mul(float* x, float f, int n) {
+  const __m512 vf = _mm512_set1_ps(f);
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 k = a5_mask(n - i < 16 ? n - i : 16);
+    _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vf));
+  }
+}
+
+static void a5_add(float* acc, const float* x, int n) {
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 k = a5_mask(n - i < 16 ? n - i : 16);
+    __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
+    _mm512_mask_storeu_ps(acc + i, k, _mm512_add_ps(a, _mm512_maskz_loadu_ps(k, x + i)));
+  }
+}
+
+static void a5_sub(float* r, const float* a, const float* b, int n) {
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 k = a5_mask(n - i < 16 ? n - i : 16);
+    __m512 va = _mm512_maskz_loadu_ps(k, a + i);
+    _mm512_mask_storeu_ps(r + i, k, _mm512_sub_ps(va, _mm512_maskz_loadu_ps(k, b + i)));
+  }
+}
+
+static void a5_load(const void* src, qcclDataType_t type, size_t n, float* dst) {
+  const unsigned char* s = (const unsigned char*)src;
+  for (size_t i = 0; i < n; i += 16) {
+    __mmask16 k = a5_mask(n - i < 16 ? (int)(n - i) : 16);
+    __m512 v;
+    if (type == qcclFloat32) {
+      v = _mm512_maskz_loadu_ps(k, s + 4 * i);
+    } else {
+      __m256i h = _mm256_maskz_loadu_epi16(k, s + 2 * i);
+      if (type == qcclFloat16)
+        v = _mm512_cvtph_ps(h);
+      else
+        v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    _mm512_mask_storeu_ps(dst + i, k, v);
+  }
+}
+
+/* f32 -> bf16 of 16 values, as fpconv.h: nearest even, NaN stays quiet NaN. */
+static inline __m256i a5_to_bf16(__m512 v) {
+  __m512i x = _mm512_castps_si512(v);
+  __m512i hi = _mm512_srli_epi32(x, 16);
+  __m512i r = _mm512_add_epi32(
+      x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1))));
+  r = _mm512_srli_epi32(r, 16);
+  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+static void a5_store(const float* src, size_t n, qcclDataType_t type, void* dst, int stream) {
+  unsigned char* d = (unsigned char*)dst;
+  int nt = stream && ((uintptr_t)dst & 63) == 0;
+  for (size_t i = 0; i < n; i += 16) {
+    int rem = n - i < 16 ? (int)(n - i) : 16;
+    __mmask16 k = a5_mask(rem);
+    __m512 v = _mm512_maskz_loadu_ps(k, src + i);
+    if (type == qcclFloat32) {
+      if (nt && rem == 16)
+        _mm512_stream_ps((float*)(void*)(d + 4 * i), v);
+      else
+        _mm512_mask_storeu_ps(d + 4 * i, k, v);
+      continue;
+    }
+    __m256i h = type == qcclFloat16 ? _mm512_cvtps_ph(v, RNE) : a5_to_bf16(v);
+    if (nt && rem == 16 && (i & 1) == 0)
+      _mm256_stream_si256((__m256i*)(void*)(d + 2 * i), h);
+    else
+      _mm256_mask_storeu_epi16(d + 2 * i, k, h);
+  }
+}
+
+static void a5_fence(void) {
+  _mm_sfence();
+}
+
+const quant_kernels_t quant_kernels_avx512 = {
+    a5_stats, a5_encode, a5_decode, a5_decode_acc, a5_fwht,  a5_flip,
+    a5_mul,   a5_add,    a5_sub,    a5_load,       a5_store, a5_fence,
+};

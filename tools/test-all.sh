@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The full test suite, as CI runs it: install, build with warnings as
+# errors, check formatting, run every meson test suite, then rebuild with
+# AddressSanitizer + UndefinedBehaviorSanitizer and run the unit and
+# multi-rank suites again. Ends with one line "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+bash tools/setup.sh build || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+
+passed=0 failed=0 skipped=0
+count() { # count <testlog.json> <label>
+  read -r p f s < <(python3 - "$1" <<'PY'
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line:
+        continue
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"):
+        p += 1
+    elif r == "SKIP":
+        s += 1
+    else:
+        f += 1
+print(p, f, s)
+PY
+)
+  echo "$2: $p passed, $f failed, $s skipped"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+}
+
+# formatting of every C / CUDA file (clang-format 14, the repo's .clang-format)
+bad=$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs -r clang-format --dry-run -Werror 2>&1 | grep -c "error:" || true)
+if [ "$bad" -eq 0 ]; then
+  echo "format: ok"; passed=$((passed + 1))
+else
+  echo "format: $bad clang-format findings (run clang-format -i)"; failed=$((failed + 1))
+fi
+
+meson test -C build --print-errorlogs --num-processes 2 > build/test-output.txt 2>&1
+tail -n 30 build/test-output.txt
+count build/meson-logs/testlog.json "release build"
+
+# sanitizer build: unit and multi-rank suites
+if [ ! -f build-asan/build.ninja ]; then
+  meson setup build-asan --werror -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dcuda=disabled > /dev/null
+fi
+if ninja -C build-asan > build-asan-ninja.txt 2>&1; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite mr \
+    --suite quant > build-asan/test-output.txt 2>&1
+  tail -n 30 build-asan/test-output.txt
+  count build-asan/meson-logs/testlog.json "sanitizer build"
+else
+  tail -n 40 build-asan-ninja.txt
+  echo "sanitizer build: failed to build"; failed=$((failed + 1))
+fi
+rm -f build-asan-ninja.txt
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
