@@ -134,7 +134,7 @@ static qcclResult_t comm_init(qcclComm_t* comm, int nranks, const boot_id_t* id,
   double timeout = 0;
   QCCL_CHECK(comm_check_config(config));
   QCCL_CHECK(comm_timeout(config, &timeout));
-  QCCL_INFO(LOG_VERSION, "qccl version %s", QCCL_VERSION_STRING);
+  log_write(LOG_VERSION, LOG_INIT, "qccl version %s", QCCL_VERSION_STRING);
   bootstrap_t* boot;
   QCCL_CHECK(boot_init(id, rank, nranks, timeout, &boot));
   return comm_build(boot, timeout, config, comm);

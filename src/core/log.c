@@ -82,6 +82,12 @@ static void log_init(void) {
     else if (strcasecmp(lvl, "WARN") == 0) log_level = LOG_WARN;
     else if (strcasecmp(lvl, "INFO") == 0) log_level = LOG_INFO;
     else if (strcasecmp(lvl, "TRACE") == 0) log_level = LOG_TRACE;
+    else if (*lvl) {
+      /* not a crash, not silence: say so once and keep warnings on */
+      fprintf(stderr, "qccl: QCCL_DEBUG='%s' is not VERSION, WARN, INFO or TRACE; using WARN\n",
+              lvl);
+      log_level = LOG_WARN;
+    }
   }
   const char* sub = getenv("QCCL_DEBUG_SUBSYS");
   if (sub) log_parse_subsys(sub);
