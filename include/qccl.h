@@ -25,7 +25,7 @@
 
 /* Version as one integer: major * 10000 + minor * 100 + patch (NCCL's
  * formula for versions past 2.8). */
-#define QCCL_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define QCCL_VERSION(X, Y, Z) ((X)*10000 + (Y)*100 + (Z))
 #define QCCL_VERSION_CODE QCCL_VERSION(QCCL_MAJOR, QCCL_MINOR, QCCL_PATCH)
 
 #ifdef __cplusplus
@@ -83,10 +83,10 @@ typedef struct qcclConfig_v100 {
 } qcclConfig_t;
 
 #define QCCL_CONFIG_MAGIC 0x71cc1c0fu
-#define QCCL_CONFIG_INITIALIZER                                                                \
-  {                                                                                            \
-    sizeof(qcclConfig_t), QCCL_CONFIG_MAGIC, QCCL_VERSION_CODE, QCCL_CONFIG_UNDEF_INT,         \
-        QCCL_CONFIG_UNDEF_PTR, QCCL_CONFIG_UNDEF_INT                                           \
+#define QCCL_CONFIG_INITIALIZER                                                        \
+  {                                                                                    \
+    sizeof(qcclConfig_t), QCCL_CONFIG_MAGIC, QCCL_VERSION_CODE, QCCL_CONFIG_UNDEF_INT, \
+        QCCL_CONFIG_UNDEF_PTR, QCCL_CONFIG_UNDEF_INT                                   \
   }
 
 /* Reduction operations (NCCL's values). Avg is for floating types only. */
@@ -218,9 +218,8 @@ qcclResult_t qcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
 
 /* Reduces count elements of sendbuff over all ranks into recvbuff on root.
  * recvbuff may be NULL on other ranks. In place if sendbuff == recvbuff. */
-qcclResult_t qcclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        qcclDataType_t datatype, qcclRedOp_t op, int root, qcclComm_t comm,
-                        qcclStream_t stream);
+qcclResult_t qcclReduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
+                        qcclRedOp_t op, int root, qcclComm_t comm, qcclStream_t stream);
 
 /* Each rank contributes sendcount elements; recvbuff (nranks * sendcount
  * elements) receives rank i's at offset i * sendcount. In place if
@@ -244,8 +243,8 @@ qcclResult_t qcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
 /* Each rank sends count elements to root, where rank i's land at recvbuff +
  * i * count. recvbuff is used on root only. In place if sendbuff ==
  * recvbuff + root * count. */
-qcclResult_t qcclGather(const void* sendbuff, void* recvbuff, size_t count,
-                        qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream);
+qcclResult_t qcclGather(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
+                        int root, qcclComm_t comm, qcclStream_t stream);
 
 /* Root sends sendbuff + i * count (count elements) to rank i. sendbuff is
  * used on root only. In place if recvbuff == sendbuff + root * count. */
@@ -301,10 +300,10 @@ typedef struct qcclQuantSpec_v1 {
 } qcclQuantSpec_t;
 
 #define QCCL_QUANT_SPEC_MAGIC 0x71c0de01u
-#define QCCL_QUANT_SPEC_INITIALIZER                                                            \
-  {                                                                                            \
-    sizeof(qcclQuantSpec_t), QCCL_QUANT_SPEC_MAGIC, 1u, 8, 256, qcclQuantSymmetric,            \
-        qcclRoundNearest, 0, 0ull, 0                                                           \
+#define QCCL_QUANT_SPEC_INITIALIZER                                                 \
+  {                                                                                 \
+    sizeof(qcclQuantSpec_t), QCCL_QUANT_SPEC_MAGIC, 1u, 8, 256, qcclQuantSymmetric, \
+        qcclRoundNearest, 0, 0ull, 0                                                \
   }
 
 /* Bytes of the quantized chunk for count elements under spec. */

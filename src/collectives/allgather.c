@@ -10,6 +10,7 @@
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
+#include "core/memcopy.h"
 
 qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -17,7 +18,8 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   size_t bytes = a->count * dtype_size(a->datatype);
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  coll_copy(out + (size_t)r * bytes, in, bytes);
+  int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
+  if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
   if (w == 1) return qcclSuccess;
   for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
@@ -29,7 +31,7 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      memcpy(out + (size_t)j * bytes + off, shm_slot(s, j, g), m);
+      copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m, stream);
     }
     shm_post(s, 3 * g + 3);
   }

@@ -8,6 +8,7 @@
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
+#include "core/memcopy.h"
 
 qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -15,7 +16,8 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   size_t bytes = a->count * dtype_size(a->datatype); /* per peer */
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  memcpy(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes);
+  int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
+  copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
   if (w == 1) return qcclSuccess;
   size_t piece = s->chunk_bytes / (size_t)w;
   for (size_t off = 0; off < bytes; off += piece) {
@@ -29,7 +31,7 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      memcpy(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m);
+      copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m, stream);
     }
     shm_post(s, 3 * g + 3);
   }

@@ -30,16 +30,11 @@ typedef struct {
 } coll_shape_t;
 
 static const coll_shape_t coll_shapes[COLL_NUM_KINDS] = {
-    [COLL_ALLREDUCE] = {1, 0, 1, 0, 1, 0, 0},
-    [COLL_BROADCAST] = {1, 1, 1, 0, 0, 1, 0},
-    [COLL_REDUCE] = {1, 0, 1, 1, 1, 1, 0},
-    [COLL_ALLGATHER] = {1, 0, -1, 0, 0, 0, 0},
-    [COLL_REDUCESCATTER] = {-1, 0, 1, 0, 1, 0, 0},
-    [COLL_ALLTOALL] = {-1, 0, -1, 0, 0, 0, 0},
-    [COLL_GATHER] = {1, 0, -1, 1, 0, 1, 0},
-    [COLL_SCATTER] = {-1, 1, 1, 0, 0, 1, 0},
-    [COLL_SEND] = {1, 0, 0, 0, 0, 0, 1},
-    [COLL_RECV] = {0, 0, 1, 0, 0, 0, 1},
+    [COLL_ALLREDUCE] = {1, 0, 1, 0, 1, 0, 0},      [COLL_BROADCAST] = {1, 1, 1, 0, 0, 1, 0},
+    [COLL_REDUCE] = {1, 0, 1, 1, 1, 1, 0},         [COLL_ALLGATHER] = {1, 0, -1, 0, 0, 0, 0},
+    [COLL_REDUCESCATTER] = {-1, 0, 1, 0, 1, 0, 0}, [COLL_ALLTOALL] = {-1, 0, -1, 0, 0, 0, 0},
+    [COLL_GATHER] = {1, 0, -1, 1, 0, 1, 0},        [COLL_SCATTER] = {-1, 1, 1, 0, 0, 1, 0},
+    [COLL_SEND] = {1, 0, 0, 0, 0, 0, 1},           [COLL_RECV] = {0, 0, 1, 0, 0, 0, 1},
     [COLL_BARRIER] = {0, 0, 0, 0, 0, 0, 0},
 };
 
@@ -49,8 +44,7 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
   if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is NULL", name);
   if (comm->magic != COMM_MAGIC)
     return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is not a live communicator", name);
-  if (comm->finalized)
-    return QCCL_ERR(qcclInvalidUsage, "qccl%s: comm was finalized", name);
+  if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "qccl%s: comm was finalized", name);
   if (comm->async_error != qcclSuccess) {
     snprintf(comm->last_error, sizeof comm->last_error, "qccl%s: comm failed before (%s)", name,
              qcclGetErrorString(comm->async_error));
@@ -67,11 +61,9 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
                     (int)a->datatype);
   if (sh->has_op) {
     if ((int)a->op < 0 || a->op >= qcclNumOps)
-      return QCCL_ERR(qcclInvalidArgument, "qccl%s: op=%d is not a qcclRedOp_t", name,
-                      (int)a->op);
+      return QCCL_ERR(qcclInvalidArgument, "qccl%s: op=%d is not a qcclRedOp_t", name, (int)a->op);
     if (a->op == qcclAvg && !dtype_is_float(a->datatype))
-      return QCCL_ERR(qcclInvalidArgument,
-                      "qccl%s: op=avg needs a floating datatype, not %s", name,
+      return QCCL_ERR(qcclInvalidArgument, "qccl%s: op=avg needs a floating datatype, not %s", name,
                       dtype_name(a->datatype));
   }
   if (sh->has_root && (a->root < 0 || a->root >= comm->nranks))
@@ -88,11 +80,9 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
   if (a->count == 0) return qcclSuccess;
   int is_root = a->root == comm->rank;
   if (sh->send_mult != 0 && (!sh->send_root_only || is_root) && a->sendbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "qccl%s: sendbuff is NULL with count=%zu", name,
-                    a->count);
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: sendbuff is NULL with count=%zu", name, a->count);
   if (sh->recv_mult != 0 && (!sh->recv_root_only || is_root) && a->recvbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "qccl%s: recvbuff is NULL with count=%zu", name,
-                    a->count);
+    return QCCL_ERR(qcclInvalidArgument, "qccl%s: recvbuff is NULL with count=%zu", name, a->count);
   if (a->kind == COLL_ALLTOALL) {
     size_t bytes = a->count * es * (size_t)comm->nranks;
     const char* s = a->sendbuff;
@@ -126,14 +116,14 @@ qcclResult_t qcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
 }
 
 qcclResult_t qcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                           qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream) {
+                           qcclDataType_t datatype, int root, qcclComm_t comm,
+                           qcclStream_t stream) {
   coll_args_t a = {COLL_BROADCAST, sendbuff, recvbuff, count, datatype, qcclSum, root};
   return api_submit(comm, &a, stream);
 }
 
-qcclResult_t qcclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        qcclDataType_t datatype, qcclRedOp_t op, int root, qcclComm_t comm,
-                        qcclStream_t stream) {
+qcclResult_t qcclReduce(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
+                        qcclRedOp_t op, int root, qcclComm_t comm, qcclStream_t stream) {
   coll_args_t a = {COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root};
   return api_submit(comm, &a, stream);
 }
@@ -157,8 +147,8 @@ qcclResult_t qcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
   return api_submit(comm, &a, stream);
 }
 
-qcclResult_t qcclGather(const void* sendbuff, void* recvbuff, size_t count,
-                        qcclDataType_t datatype, int root, qcclComm_t comm, qcclStream_t stream) {
+qcclResult_t qcclGather(const void* sendbuff, void* recvbuff, size_t count, qcclDataType_t datatype,
+                        int root, qcclComm_t comm, qcclStream_t stream) {
   coll_args_t a = {COLL_GATHER, sendbuff, recvbuff, count, datatype, qcclSum, root};
   return api_submit(comm, &a, stream);
 }

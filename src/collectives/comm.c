@@ -90,8 +90,7 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   c->rank = boot_rank(boot);
   c->nranks = boot_nranks(boot);
   c->timeout = timeout;
-  snprintf(c->name, sizeof c->name, "%s",
-           config && config->commName ? config->commName : "qccl");
+  snprintf(c->name, sizeof c->name, "%s", config && config->commName ? config->commName : "qccl");
   peers = calloc((size_t)c->nranks, sizeof *peers);
   if (!peers) {
     r = QCCL_ERR(qcclSystemError, "out of memory");
@@ -208,8 +207,10 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm) {
                     "run under mpirun (OMPI_COMM_WORLD_RANK) or srun (SLURM_PROCID)");
   }
   if (rank >= size)
-    return QCCL_ERR(qcclInvalidArgument, "rank %lld from the %s environment is not below the "
-                    "world size %lld", (long long)rank, launcher, (long long)size);
+    return QCCL_ERR(qcclInvalidArgument,
+                    "rank %lld from the %s environment is not below the "
+                    "world size %lld",
+                    (long long)rank, launcher, (long long)size);
   boot_id_t id;
   memset(&id, 0, sizeof id);
   const char* commid = env_get("QCCL_COMM_ID");
@@ -227,9 +228,14 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm) {
     if (env_get("TORCHELASTIC_RUN_ID")) port = port == 65535 ? 65534 : port + 1;
     QCCL_CHECK(sock_addr_resolve(maddr, (int)port, "MASTER_ADDR/MASTER_PORT", &id.root));
   }
-  const char* parts[] = {env_get("QCCL_SECRET"), commid, maddr, mport,
-                         env_get("TORCHELASTIC_RUN_ID"), env_get("OMPI_MCA_ess_base_jobid"),
-                         env_get("SLURM_JOB_ID"), env_get("WORLD_SIZE")};
+  const char* parts[] = {env_get("QCCL_SECRET"),
+                         commid,
+                         maddr,
+                         mport,
+                         env_get("TORCHELASTIC_RUN_ID"),
+                         env_get("OMPI_MCA_ess_base_jobid"),
+                         env_get("SLURM_JOB_ID"),
+                         env_get("WORLD_SIZE")};
   comm_env_secret(parts, (int)(sizeof parts / sizeof parts[0]), id.secret);
   double timeout = 0;
   QCCL_CHECK(comm_timeout(NULL, &timeout));
@@ -246,8 +252,8 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm) {
       QCCL_CHECK(boot_root_start(&any, id.secret, timeout, &bound));
     }
   }
-  QCCL_INFO(LOG_INIT, "init from the %s environment: rank %lld of %lld", launcher,
-            (long long)rank, (long long)size);
+  QCCL_INFO(LOG_INIT, "init from the %s environment: rank %lld of %lld", launcher, (long long)rank,
+            (long long)size);
   return comm_init(comm, (int)size, &id, (int)rank, NULL);
 }
 

@@ -7,6 +7,7 @@
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
+#include "core/memcopy.h"
 
 qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -29,7 +30,8 @@ qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      memcpy(out + (size_t)j * bytes + off, shm_slot(s, j, g), m);
+      copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m,
+               bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
     }
     shm_post(s, 3 * g + 3);
   }

@@ -10,6 +10,7 @@
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
+#include "core/memcopy.h"
 
 qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -39,7 +40,8 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
       QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
       for (int j = 0; j < w; j++) {
         coll_part(m, w, j, &lo, &hi);
-        memcpy(out + (off + lo) * es, shm_result(s, j, g), (hi - lo) * es);
+        copy_out(out + (off + lo) * es, shm_result(s, j, g), (hi - lo) * es,
+                 a->count * es >= COPY_STREAM_MIN_TOTAL);
       }
     }
     shm_post(s, 3 * g + 3);

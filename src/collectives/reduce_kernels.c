@@ -29,39 +29,39 @@ typedef void (*rk_fn_t)(void* dst, const void* const* s, int k, size_t n, int av
 
 /* One kernel: element type T, accumulator A, widening LOAD, narrowing
  * STORE, combining COMBINE. */
-#define RK_DEFINE(NAME, T, A, LOAD, STORE, COMBINE)                               \
+#define RK_DEFINE(NAME, T, A, LOAD, STORE, COMBINE)                                  \
   static void NAME(void* dstv, const void* const* s, int k, size_t n, int avg_div) { \
-    T* dst = (T*)dstv;                                                            \
-    A acc[RK_BLOCK];                                                              \
-    for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {                                 \
-      size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;                           \
-      const T* p0 = (const T*)s[0] + i0;                                          \
-      for (size_t i = 0; i < m; i++) acc[i] = (A)LOAD(p0[i]);                     \
-      for (int j = 1; j < k; j++) {                                               \
-        const T* p = (const T*)s[j] + i0;                                         \
-        for (size_t i = 0; i < m; i++) {                                          \
-          A b = (A)LOAD(p[i]);                                                    \
-          acc[i] = (A)COMBINE(acc[i], b);                                         \
-        }                                                                         \
-      }                                                                           \
-      if (avg_div > 1)                                                            \
-        for (size_t i = 0; i < m; i++) acc[i] = (A)(acc[i] / (A)avg_div);         \
-      for (size_t i = 0; i < m; i++) dst[i0 + i] = (T)STORE(acc[i]);              \
-    }                                                                             \
+    T* dst = (T*)dstv;                                                               \
+    A acc[RK_BLOCK];                                                                 \
+    for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {                                    \
+      size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;                              \
+      const T* p0 = (const T*)s[0] + i0;                                             \
+      for (size_t i = 0; i < m; i++) acc[i] = (A)LOAD(p0[i]);                        \
+      for (int j = 1; j < k; j++) {                                                  \
+        const T* p = (const T*)s[j] + i0;                                            \
+        for (size_t i = 0; i < m; i++) {                                             \
+          A b = (A)LOAD(p[i]);                                                       \
+          acc[i] = (A)COMBINE(acc[i], b);                                            \
+        }                                                                            \
+      }                                                                              \
+      if (avg_div > 1)                                                               \
+        for (size_t i = 0; i < m; i++) acc[i] = (A)(acc[i] / (A)avg_div);            \
+      for (size_t i = 0; i < m; i++) dst[i0 + i] = (T)STORE(acc[i]);                 \
+    }                                                                                \
   }
 
 /* integers: sum and product wrap in the unsigned type, max / min compare
  * in the signed one */
-#define RK_INT_FAMILY(P, T, U)                              \
-  RK_DEFINE(P##_sum, T, U, RK_ID, RK_ID, RK_ADD)            \
-  RK_DEFINE(P##_prod, T, U, RK_ID, RK_ID, RK_MUL)           \
-  RK_DEFINE(P##_max, T, T, RK_ID, RK_ID, RK_MAX)            \
+#define RK_INT_FAMILY(P, T, U)                    \
+  RK_DEFINE(P##_sum, T, U, RK_ID, RK_ID, RK_ADD)  \
+  RK_DEFINE(P##_prod, T, U, RK_ID, RK_ID, RK_MUL) \
+  RK_DEFINE(P##_max, T, T, RK_ID, RK_ID, RK_MAX)  \
   RK_DEFINE(P##_min, T, T, RK_ID, RK_ID, RK_MIN)
 
-#define RK_FLOAT_FAMILY(P, T, A, LOAD, STORE)            \
-  RK_DEFINE(P##_sum, T, A, LOAD, STORE, RK_ADD)          \
-  RK_DEFINE(P##_prod, T, A, LOAD, STORE, RK_MUL)         \
-  RK_DEFINE(P##_max, T, A, LOAD, STORE, RK_FMAX)         \
+#define RK_FLOAT_FAMILY(P, T, A, LOAD, STORE)    \
+  RK_DEFINE(P##_sum, T, A, LOAD, STORE, RK_ADD)  \
+  RK_DEFINE(P##_prod, T, A, LOAD, STORE, RK_MUL) \
+  RK_DEFINE(P##_max, T, A, LOAD, STORE, RK_FMAX) \
   RK_DEFINE(P##_min, T, A, LOAD, STORE, RK_FMIN)
 
 RK_INT_FAMILY(rk_i8, int8_t, uint8_t)
@@ -78,14 +78,16 @@ RK_FLOAT_FAMILY(rk_e4m3, uint8_t, float, qccl_e4m3_to_f32, qccl_f32_to_e4m3)
 RK_FLOAT_FAMILY(rk_e5m2, uint8_t, float, qccl_e5m2_to_f32, qccl_f32_to_e5m2)
 
 /* [type][op]; avg uses the sum kernel with a divisor; NULL: not allowed */
-#define RK_ROW(P) {P##_sum, P##_prod, P##_max, P##_min, P##_sum}
-#define RK_IROW(P) {P##_sum, P##_prod, P##_max, P##_min, NULL}
+#define RK_ROW(P) \
+  { P##_sum, P##_prod, P##_max, P##_min, P##_sum }
+#define RK_IROW(P) \
+  { P##_sum, P##_prod, P##_max, P##_min, NULL }
 static const rk_fn_t rk_table[qcclNumTypes][qcclNumOps] = {
-    [qcclInt8] = RK_IROW(rk_i8),       [qcclUint8] = RK_IROW(rk_u8),
-    [qcclInt32] = RK_IROW(rk_i32),     [qcclUint32] = RK_IROW(rk_u32),
-    [qcclInt64] = RK_IROW(rk_i64),     [qcclUint64] = RK_IROW(rk_u64),
-    [qcclFloat16] = RK_ROW(rk_f16),    [qcclFloat32] = RK_ROW(rk_f32),
-    [qcclFloat64] = RK_ROW(rk_f64),    [qcclBfloat16] = RK_ROW(rk_bf16),
+    [qcclInt8] = RK_IROW(rk_i8),        [qcclUint8] = RK_IROW(rk_u8),
+    [qcclInt32] = RK_IROW(rk_i32),      [qcclUint32] = RK_IROW(rk_u32),
+    [qcclInt64] = RK_IROW(rk_i64),      [qcclUint64] = RK_IROW(rk_u64),
+    [qcclFloat16] = RK_ROW(rk_f16),     [qcclFloat32] = RK_ROW(rk_f32),
+    [qcclFloat64] = RK_ROW(rk_f64),     [qcclBfloat16] = RK_ROW(rk_bf16),
     [qcclFloat8e4m3] = RK_ROW(rk_e4m3), [qcclFloat8e5m2] = RK_ROW(rk_e5m2),
 };
 

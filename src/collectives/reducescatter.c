@@ -7,11 +7,13 @@
  * piece r over the W slots, in rank order, straight into its recvbuff. Per
  * rank and per byte of sendbuff: one write into the segment and one read
  * during the reduction, with no final copy: the least a shared-memory
- * reduce-scatter can move.
+ * reduce-scatter can move. Large outputs are reduced into the (cached)
+ * result area and written out with streaming stores.
  */
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
+#include "core/memcopy.h"
 
 qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -23,6 +25,7 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
     coll_copy(out, in, a->count * es);
     return qcclSuccess;
   }
+  int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
   size_t per_piece = s->chunk_bytes / es / (size_t)w;
   if (per_piece == 0) per_piece = 1; /* chunk_bytes >= 4096 and W small: never hit */
   const void* srcs[w];
@@ -36,7 +39,14 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) srcs[j] = shm_slot(s, j, g) + (size_t)r * m * es;
-    reduce_kernel(out + off * es, srcs, w, m, a->datatype, a->op, w);
+    if (stream) {
+      /* reduce in cache, then one streaming write to memory */
+      char* res = shm_result(s, r, g);
+      reduce_kernel(res, srcs, w, m, a->datatype, a->op, w);
+      copy_stream(out + off * es, res, m * es);
+    } else {
+      reduce_kernel(out + off * es, srcs, w, m, a->datatype, a->op, w);
+    }
     shm_post(s, 3 * g + 3);
   }
   return qcclSuccess;

@@ -7,6 +7,7 @@
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
+#include "core/memcopy.h"
 
 qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -29,7 +30,7 @@ qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a) {
     } else {
       g = s->chunk_seq++;
       QCCL_CHECK(shm_wait_rank(s, root, 3 * g + 1));
-      memcpy(out + off, shm_slot(s, root, g) + (size_t)r * m, m);
+      copy_out(out + off, shm_slot(s, root, g) + (size_t)r * m, m, bytes >= COPY_STREAM_MIN_TOTAL);
       shm_post(s, 3 * g + 3);
     }
   }

@@ -146,7 +146,8 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
       double now = clock_now();
       for (int i = 0; i < n; i++) {
         if (st[i].complete || now - last_progress <= comms[i]->timeout) continue;
-        r = QCCL_ERR(qcclTimeout, "qccl%s with rank %d made no progress for %.1f s (%zu of %zu "
+        r = QCCL_ERR(qcclTimeout,
+                     "qccl%s with rank %d made no progress for %.1f s (%zu of %zu "
                      "bytes); QCCL_TIMEOUT is %.1f s",
                      ops[i].kind == COLL_SEND ? "Send to" : "Recv from", ops[i].root,
                      now - last_progress, st[i].done > P2P_HDR ? st[i].done - P2P_HDR : 0,

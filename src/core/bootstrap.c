@@ -23,13 +23,13 @@
 
 #include "core/log.h"
 
-#define BOOT_ID_MAGIC 0x44494351u    /* "QCID" */
+#define BOOT_ID_MAGIC 0x44494351u /* "QCID" */
 #define BOOT_ID_VERSION 1u
 #define BOOT_HELLO_MAGIC 0x4c484351u /* "QCHL" */
 #define BOOT_TABLE_MAGIC 0x42544351u /* "QCTB" */
 #define BOOT_MSG_MAGIC 0x474d4351u   /* "QCMG" */
 #define BOOT_ADDR_BYTES 28
-#define BOOT_HELLO_WAIT 5.0          /* seconds a connected peer has to say hello */
+#define BOOT_HELLO_WAIT 5.0 /* seconds a connected peer has to say hello */
 
 struct bootstrap {
   int rank, nranks;

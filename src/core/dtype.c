@@ -28,7 +28,7 @@ size_t dtype_size(qcclDataType_t t) {
 
 const char* dtype_name(qcclDataType_t t) {
   static const char* const names[qcclNumTypes] = {
-      "int8",    "uint8",   "int32",   "uint32",   "int64",        "uint64",
+      "int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
       "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   if ((int)t < 0 || t >= qcclNumTypes) return "unknown";
   return names[t];

@@ -28,8 +28,7 @@ qcclResult_t env_get_int(const char* name, int64_t def, int64_t lo, int64_t hi, 
   errno = 0;
   long long x = strtoll(v, &end, 0);
   if (errno != 0 || end == v || *end != '\0')
-    return QCCL_ERR(qcclInvalidArgument, "environment variable %s='%s' is not an integer", name,
-                    v);
+    return QCCL_ERR(qcclInvalidArgument, "environment variable %s='%s' is not an integer", name, v);
   if (x < lo || x > hi)
     return QCCL_ERR(qcclInvalidArgument, "environment variable %s=%lld is outside [%lld, %lld]",
                     name, x, (long long)lo, (long long)hi);

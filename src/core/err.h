@@ -37,9 +37,9 @@ void err_clear(void);
 #define QCCL_ERR(res, ...) err_set((res), __FILE__, __LINE__, __VA_ARGS__)
 #define QCCL_ERRNO(res, errnum, ...) err_set_errno((res), (errnum), __FILE__, __LINE__, __VA_ARGS__)
 
-#define QCCL_CHECK(call)                    \
-  do {                                      \
-    qcclResult_t qccl_res_ = (call);        \
+#define QCCL_CHECK(call)                            \
+  do {                                              \
+    qcclResult_t qccl_res_ = (call);                \
     if (qccl_res_ != qcclSuccess) return qccl_res_; \
   } while (0)
 

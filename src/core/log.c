@@ -30,9 +30,9 @@ static const struct {
   const char* name;
   int bit;
 } log_subsys_names[] = {
-    {"INIT", LOG_INIT}, {"TOPO", LOG_TOPO}, {"NET", LOG_NET},   {"COLL", LOG_COLL},
+    {"INIT", LOG_INIT},   {"TOPO", LOG_TOPO}, {"NET", LOG_NET}, {"COLL", LOG_COLL},
     {"QUANT", LOG_QUANT}, {"ZERO", LOG_ZERO}, {"SHM", LOG_SHM}, {"BOOT", LOG_BOOT},
-    {"ENV", LOG_ENV},   {"ALL", LOG_ALL},
+    {"ENV", LOG_ENV},     {"ALL", LOG_ALL},
 };
 
 static void log_parse_subsys(const char* s) {
@@ -78,10 +78,14 @@ static void log_init(void) {
   log_host[sizeof log_host - 1] = '\0';
   const char* lvl = getenv("QCCL_DEBUG");
   if (lvl) {
-    if (strcasecmp(lvl, "VERSION") == 0) log_level = LOG_VERSION;
-    else if (strcasecmp(lvl, "WARN") == 0) log_level = LOG_WARN;
-    else if (strcasecmp(lvl, "INFO") == 0) log_level = LOG_INFO;
-    else if (strcasecmp(lvl, "TRACE") == 0) log_level = LOG_TRACE;
+    if (strcasecmp(lvl, "VERSION") == 0)
+      log_level = LOG_VERSION;
+    else if (strcasecmp(lvl, "WARN") == 0)
+      log_level = LOG_WARN;
+    else if (strcasecmp(lvl, "INFO") == 0)
+      log_level = LOG_INFO;
+    else if (strcasecmp(lvl, "TRACE") == 0)
+      log_level = LOG_TRACE;
     else if (*lvl) {
       /* not a crash, not silence: say so once and keep warnings on */
       fprintf(stderr, "qccl: QCCL_DEBUG='%s' is not VERSION, WARN, INFO or TRACE; using WARN\n",

@@ -39,12 +39,12 @@ int log_enabled(log_level_t level, int subsys);
 void log_write(log_level_t level, int subsys, const char* fmt, ...) QCCL_PRINTF(3, 4);
 
 #define QCCL_WARN(subsys, ...) log_write(LOG_WARN, (subsys), __VA_ARGS__)
-#define QCCL_INFO(subsys, ...)                                             \
-  do {                                                                     \
+#define QCCL_INFO(subsys, ...)                                                       \
+  do {                                                                               \
     if (log_enabled(LOG_INFO, (subsys))) log_write(LOG_INFO, (subsys), __VA_ARGS__); \
   } while (0)
-#define QCCL_TRACE(subsys, ...)                                              \
-  do {                                                                       \
+#define QCCL_TRACE(subsys, ...)                                                        \
+  do {                                                                                 \
     if (log_enabled(LOG_TRACE, (subsys))) log_write(LOG_TRACE, (subsys), __VA_ARGS__); \
   } while (0)
 

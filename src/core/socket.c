@@ -278,8 +278,7 @@ qcclResult_t sock_send_all(int fd, const void* buf, size_t n, double deadline) {
     }
     if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       return QCCL_ERRNO(qcclRemoteError, errno, "bootstrap send to a peer failed");
-    if (!sock_wait(fd, POLLOUT, deadline))
-      return QCCL_ERR(qcclTimeout, "bootstrap send timed out");
+    if (!sock_wait(fd, POLLOUT, deadline)) return QCCL_ERR(qcclTimeout, "bootstrap send timed out");
   }
   return qcclSuccess;
 }

@@ -100,9 +100,8 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   }
   int64_t chunk, chan;
   QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30,
-                              &chan),
-                  r, fail);
+  QCCL_CHECK_GOTO(
+      env_get_int("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30, &chan), r, fail);
   if (chan & (chan - 1)) {
     r = QCCL_ERR(qcclInvalidArgument, "QCCL_SHM_P2P_BYTES=%lld is not a power of two",
                  (long long)chan);
