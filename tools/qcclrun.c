@@ -3,34 +3,29 @@
  *
  *   qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]
  *
- * Before the first fork qcclrun picks what every rank of the job shares: a
- * free TCP port (bind port 0 on 127.0.0.1, read it back, close) and a 128-bit
- * secret from getrandom(), written as 32 hex characters. It exports them with
- * WORLD_SIZE, LOCAL_WORLD_SIZE and MASTER_ADDR=127.0.0.1, overriding any value
- * inherited, so each run is a job of its own. Each rank is then fork+exec'd
- * with RANK and LOCAL_RANK set, stdin on /dev/null, stdout and stderr on two
- * pipes, and in a process group of its own, so that one kill(-pgid) reaches
- * the rank and everything it spawned.
+ * Before the first fork it picks what the ranks share: a free TCP port (bind
+ * port 0 on 127.0.0.1, read it back, close) and a secret of 16 random bytes
+ * in hex, exported with WORLD_SIZE, LOCAL_WORLD_SIZE and MASTER_ADDR over any
+ * inherited value. Each rank is fork+exec'd with RANK and LOCAL_RANK, stdin on
+ * /dev/null, stdout and stderr on pipes, in a process group of its own so one
+ * kill(-pgid) reaches it and all it spawned.
  *
- * After that a single-threaded poll() loop does all the work:
- *  - it reads the pipes and writes only whole lines, each with a "[i] "
- *    prefix, to qcclrun's stdout or stderr; as it is the only writer, lines of
- *    different ranks never mix. A partial last line gets its prefix and a
- *    newline at EOF. A line longer than 1 MiB is cut into 1 MiB lines.
- *  - signal handlers only write the signal number into a self-pipe that poll()
- *    watches; on SIGCHLD the loop reaps every exited rank at once, because the
- *    library checks peer liveness with kill(pid, 0) and a zombie still counts
- *    as alive.
- *  - it steps the teardown state machine:
- *      run --(a rank exits non-zero)--> grace --(--grace s)--> term
- *      run/grace --(--timeout, SIGINT, SIGTERM, SIGHUP)--> term
- *      term: SIGTERM to every process group --(2 s)--> kill: SIGKILL
- * When every rank is reaped and every pipe is at EOF (or 1 s after the last
- * rank, if a leftover descendant still holds a pipe: its group is killed),
- * qcclrun removes /dev/shm/qccl-<pid>-* for the pids of its ranks and exits:
- * 128+signal if it was signalled, 124 on timeout, else the status of the
- * first rank that failed (neither 0 nor 77; 128+signal if killed), else 77 if
- * a rank skipped, else 0. Bad usage exits 2, a failure to start the job 1.
+ * Then one single-threaded poll() loop does the rest:
+ *  - it reads the pipes and writes whole lines only, each with a "[i] " prefix:
+ *    as the only writer it never mixes lines. A partial last line gets its
+ *    prefix and a newline at EOF; a line over 1 MiB is cut.
+ *  - signal handlers write the signal number into a self-pipe; on SIGCHLD the
+ *    loop reaps exited ranks at once, as the library checks peer liveness with
+ *    kill(pid, 0) and a zombie would still count as alive.
+ *  - it steps the teardown: run --(a rank exits non-zero)--> grace
+ *    --(--grace s)--> term: SIGTERM to every group --(2 s)--> kill: SIGKILL.
+ *    --timeout, SIGINT, SIGTERM and SIGHUP go to term at once.
+ * When every rank is reaped and its pipes are at EOF (or 1 s later, killing
+ * the groups of descendants that still hold them), it removes
+ * /dev/shm/qccl-<pid>-* of its ranks' pids and exits with 128+signal if it
+ * was signalled, 124 on timeout, else the status of the first rank that
+ * failed (not 0 or 77; 128+signal if killed), else 77 if a rank skipped, else
+ * 0. Bad usage exits 2, a failure to start the job 1.
  *
  * Cost: one poll() over 2N+1 descriptors per wake-up, one writev() per line.
  */
@@ -58,7 +53,8 @@
 
 #define RUN_MAX_RANKS 1024
 #define RUN_DEFAULT_GRACE_S 3.0
-#define RUN_MAX_SECONDS 1e7        /* --timeout / --grace upper bound */
+#define RUN_MAX_SECONDS 1e7 /* --timeout / --grace upper bound */
+#define RUN_MIN_TIMEOUT_S 1e-3
 #define RUN_KILL_DELAY_S 2.0       /* SIGTERM, then SIGKILL this much later */
 #define RUN_DRAIN_S 1.0            /* wait for pipes after the last rank exited */
 #define RUN_LINE_FIRST_CAP 4096    /* first size of a stream's line buffer */
@@ -107,8 +103,7 @@ typedef struct {
 typedef struct {
   run_opts_t opts;
   run_rank_t* ranks;
-  struct pollfd* pfds;
-  run_stream_t** pstreams; /* the stream behind each pfds entry */
+  struct pollfd* pfds; /* [0]: the self-pipe, [1 + 2i]: rank i's stdout, [2 + 2i]: its stderr */
   int sig_pipe[2];
   int nstarted, nalive;
   run_phase_t phase;
@@ -179,58 +174,39 @@ __attribute__((format(printf, 1, 2))) static run_result_t run_msg(const char* fm
 static run_result_t run_usage(FILE* f) {
   fputs(
       "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]\n"
-      "\n"
-      "Runs N ranks of prog on this host, each in its own process group, with RANK,\n"
-      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (a free port)\n"
-      "and QCCL_SECRET (shared by the ranks of the job) in the environment.\n"
-      "\n"
+      "Runs N ranks of prog here, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+      "MASTER_ADDR, MASTER_PORT (a free port) and QCCL_SECRET set for each.\n"
       "  -n N          number of ranks, 1..1024\n"
-      "  --timeout S   kill the job after S seconds and exit 124 (default: none)\n"
-      "  --grace S     after a rank fails, seconds the others get to finish before\n"
-      "                they are terminated (default 3, may be fractional)\n"
+      "  --timeout S   kill the job after S seconds, exit 124 (default: none)\n"
+      "  --grace S     seconds the others get after a rank failed (default 3)\n"
       "  --no-prefix   do not prefix output lines with \"[rank] \"\n"
       "  -h, --help    print this help\n"
-      "\n"
-      "Exit status: 0 if every rank exited 0; 77 if every rank exited 0 or 77; the\n"
-      "status of the first failed rank (128+signal if killed); 124 on timeout;\n"
-      "130/143 on SIGINT/SIGTERM; 2 on bad usage.\n",
+      "Exit: 0 if all ranks exit 0; 77 if all exit 0 or 77; else the status of the\n"
+      "first failed rank (128+signal if killed); 124 timeout; 130/143 SIGINT/SIGTERM.\n",
       f);
   return RUN_OK;
 }
 
+/* Reports bad usage: what (and 'arg'), if given, then the short usage. */
 static run_result_t run_usage_error(const char* what, const char* arg) {
-  if (arg != NULL)
-    run_msg("%s '%s'", what, arg);
-  else
-    run_msg("%s", what);
+  if (what != NULL && arg != NULL) run_msg("%s '%s'", what, arg);
+  if (what != NULL && arg == NULL) run_msg("%s", what);
   run_msg("usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]");
   return RUN_ERR_USAGE;
 }
 
-static run_result_t run_parse_ranks(const char* s, int* out) {
-  char* end;
-  long v;
-  errno = 0;
-  v = strtol(s, &end, 10);
-  if (!isdigit((unsigned char)s[0]) || *end != '\0' || errno != 0 || v < 1 || v > RUN_MAX_RANKS)
-    return run_usage_error("-n: expected a number of ranks in 1..1024, got", s);
-  *out = (int)v;
-  return RUN_OK;
-}
-
-/* Seconds for --timeout (must be > 0) or --grace (may be 0). */
-static run_result_t run_parse_seconds(const char* name, const char* s, int allow_zero,
-                                      double* out) {
-  char what[96];
+/* Parses option name's value s: a number in lo..hi, an integer if integer
+ * (what describes the range in the message). */
+static run_result_t run_parse_number(const char* name, const char* s, double lo, double hi,
+                                     int integer, const char* what, double* out) {
   char* end;
   double v;
   errno = 0;
-  v = strtod(s, &end);
-  if (s[0] == '\0' || isspace((unsigned char)s[0]) || *end != '\0' || errno != 0 || !isfinite(v) ||
-      v < 0 || (v == 0 && !allow_zero) || v > RUN_MAX_SECONDS) {
-    snprintf(what, sizeof(what), "%s: expected a number of seconds %s, got", name,
-             allow_zero ? ">= 0" : "> 0");
-    return run_usage_error(what, s);
+  v = integer ? (double)strtol(s, &end, 10) : strtod(s, &end);
+  if (!(isdigit((unsigned char)s[0]) || s[0] == '.') || *end != '\0' || errno != 0 ||
+      !(v >= lo && v <= hi)) {
+    run_msg("%s: expected %s, got '%s'", name, what, s);
+    return run_usage_error(NULL, NULL);
   }
   *out = v;
   return RUN_OK;
@@ -259,6 +235,7 @@ static int run_is_option(const char* a, const char* name) {
 static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
   run_opts_t o = {.nranks = 0, .timeout_s = 0, .grace_s = RUN_DEFAULT_GRACE_S, .prefix = 1};
   const char* val;
+  double ranks = 0;
   int i;
   for (i = 1; i < argc; i++) {
     const char* a = argv[i];
@@ -268,13 +245,17 @@ static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
       o.prefix = 0;
     } else if (run_is_option(a, "-n")) {
       RUN_CHECK(run_option_value(argc, argv, &i, "-n", &val));
-      RUN_CHECK(run_parse_ranks(val, &o.nranks));
+      RUN_CHECK(
+          run_parse_number("-n", val, 1, RUN_MAX_RANKS, 1, "a number of ranks in 1..1024", &ranks));
+      o.nranks = (int)ranks;
     } else if (run_is_option(a, "--timeout")) {
       RUN_CHECK(run_option_value(argc, argv, &i, "--timeout", &val));
-      RUN_CHECK(run_parse_seconds("--timeout", val, 0, &o.timeout_s));
+      RUN_CHECK(run_parse_number("--timeout", val, RUN_MIN_TIMEOUT_S, RUN_MAX_SECONDS, 0,
+                                 "a number of seconds > 0", &o.timeout_s));
     } else if (run_is_option(a, "--grace")) {
       RUN_CHECK(run_option_value(argc, argv, &i, "--grace", &val));
-      RUN_CHECK(run_parse_seconds("--grace", val, 1, &o.grace_s));
+      RUN_CHECK(run_parse_number("--grace", val, 0, RUN_MAX_SECONDS, 0, "a number of seconds >= 0",
+                                 &o.grace_s));
     } else if (a[0] == '-') {
       return run_usage_error("unknown option", a);
     } else {
@@ -289,66 +270,42 @@ static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
   return RUN_OK;
 }
 
-static run_result_t run_free_port(int* out) {
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
-  socklen_t len = sizeof(addr);
-  run_result_t res = RUN_OK;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    run_msg("socket(): %s", strerror(errno));
-    return RUN_ERR_SYSTEM;
-  }
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, (struct sockaddr*)&addr, sizeof(addr)) != 0 ||
-      getsockname(fd, (struct sockaddr*)&addr, &len) != 0) {
-    run_msg("cannot find a free port on 127.0.0.1: %s", strerror(errno));
-    res = RUN_ERR_SYSTEM;
-    goto close_socket;
-  }
-  *out = ntohs(addr.sin_port);
-close_socket:
-  close(fd);
-  return res;
-}
-
-/* 16 random bytes as 32 lower-case hex characters. */
-static run_result_t run_make_secret(char out[33]) {
-  unsigned char raw[16];
-  size_t got = 0;
-  while (got < sizeof(raw)) {
-    ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == ENOSYS) {
-      int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-      n = fd < 0 ? -1 : read(fd, raw + got, sizeof(raw) - got);
-      if (fd >= 0) close(fd);
-    }
-    if (n <= 0) {
-      run_msg("cannot read random bytes for QCCL_SECRET: %s", strerror(errno));
-      return RUN_ERR_SYSTEM;
-    }
-    got += (size_t)n;
-  }
-  for (size_t i = 0; i < sizeof(raw); i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
-  return RUN_OK;
-}
-
 static run_result_t run_setenv_int(const char* name, int v) {
   char num[16];
   snprintf(num, sizeof(num), "%d", v);
-  if (setenv(name, num, 1) != 0) return RUN_ERR_SYSTEM;
-  return RUN_OK;
+  return setenv(name, num, 1) == 0 ? RUN_OK : RUN_ERR_SYSTEM;
 }
 
-/* The variables shared by every rank of the job. */
+/* Sets the variables shared by every rank: sizes, a free port on 127.0.0.1
+ * (bound to port 0, read back, closed) and 16 random bytes in hex. */
 static run_result_t run_set_job_env(const run_opts_t* o) {
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(addr);
+  unsigned char raw[16];
   char secret[33];
-  int port;
-  RUN_CHECK(run_free_port(&port));
-  RUN_CHECK(run_make_secret(secret));
+  ssize_t got = -1;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr*)&addr, sizeof(addr)) != 0 ||
+      getsockname(fd, (struct sockaddr*)&addr, &len) != 0) {
+    run_msg("cannot find a free port on 127.0.0.1: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    return RUN_ERR_SYSTEM;
+  }
+  close(fd);
+  do got = getrandom(raw, sizeof(raw), 0); /* 16 bytes: never short once it returns */
+  while (got < 0 && errno == EINTR);
+  if (got < 0 && (fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) >= 0) {
+    got = read(fd, raw, sizeof(raw));
+    close(fd);
+  }
+  if (got != (ssize_t)sizeof(raw)) {
+    run_msg("cannot read random bytes for QCCL_SECRET: %s", strerror(errno));
+    return RUN_ERR_SYSTEM;
+  }
+  for (size_t i = 0; i < sizeof(raw); i++) snprintf(secret + 2 * i, 3, "%02x", raw[i]);
   RUN_CHECK(run_setenv_int("WORLD_SIZE", o->nranks));
   RUN_CHECK(run_setenv_int("LOCAL_WORLD_SIZE", o->nranks));
-  RUN_CHECK(run_setenv_int("MASTER_PORT", port));
+  RUN_CHECK(run_setenv_int("MASTER_PORT", ntohs(addr.sin_port)));
   if (setenv("MASTER_ADDR", "127.0.0.1", 1) != 0 || setenv("QCCL_SECRET", secret, 1) != 0)
     return RUN_ERR_SYSTEM;
   return RUN_OK;
@@ -356,16 +313,12 @@ static run_result_t run_set_job_env(const run_opts_t* o) {
 
 /* In the child between fork and exec: never returns. */
 static void run_child_exec(const run_job_t* job, int rank, int out_w, int err_w) {
-  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  const int sigs[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD}; /* exec keeps SIG_IGN */
   sigset_t none;
   int null_fd;
   setpgid(0, 0);
-  sigaction(SIGPIPE, &dfl, NULL); /* qcclrun ignores it; exec keeps SIG_IGN */
-  sigaction(SIGINT, &dfl, NULL);
-  sigaction(SIGTERM, &dfl, NULL);
-  sigaction(SIGHUP, &dfl, NULL);
-  sigaction(SIGCHLD, &dfl, NULL);
-  sigemptyset(&none);
+  for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) signal(sigs[i], SIG_DFL);
+  sigemptyset(&none); /* run_spawn blocked every signal around fork() */
   sigprocmask(SIG_SETMASK, &none, NULL);
   null_fd = open("/dev/null", O_RDONLY);
   if (null_fd >= 0 && null_fd != STDIN_FILENO) dup2(null_fd, STDIN_FILENO);
@@ -380,12 +333,23 @@ static void run_child_exec(const run_job_t* job, int rank, int out_w, int err_w)
 static run_result_t run_spawn(run_job_t* job, int rank) {
   run_rank_t* r = &job->ranks[rank];
   int out_p[2], err_p[2];
+  sigset_t all, old;
   pid_t pid;
-  if (pipe2(out_p, O_CLOEXEC) != 0) goto fail;
-  if (pipe2(err_p, O_CLOEXEC) != 0) goto close_out_pipe;
+  if (pipe2(out_p, O_CLOEXEC) != 0) {
+    run_msg("cannot start rank %d: pipe(): %s", rank, strerror(errno));
+    return RUN_ERR_SYSTEM;
+  }
+  if (pipe2(err_p, O_CLOEXEC) != 0) {
+    run_msg("cannot start rank %d: pipe(): %s", rank, strerror(errno));
+    goto close_out_pipe;
+  }
+  sigfillset(&all); /* until it resets them, the child must not run qcclrun's handlers */
+  sigprocmask(SIG_BLOCK, &all, &old);
   pid = fork();
-  if (pid < 0) goto close_err_pipe;
   if (pid == 0) run_child_exec(job, rank, out_p[1], err_p[1]);
+  if (pid < 0) run_msg("cannot start rank %d: fork(): %s", rank, strerror(errno));
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  if (pid < 0) goto close_err_pipe;
   setpgid(pid, pid); /* also here: no race with a kill(-pid) before the child ran */
   close(out_p[1]);
   close(err_p[1]);
@@ -405,8 +369,6 @@ close_err_pipe:
 close_out_pipe:
   close(out_p[0]);
   close(out_p[1]);
-fail:
-  run_msg("cannot start rank %d: %s", rank, strerror(errno));
   return RUN_ERR_SYSTEM;
 }
 
@@ -439,15 +401,16 @@ static run_result_t run_emit_lines(const run_job_t* job, run_stream_t* s) {
   return RUN_OK;
 }
 
-static run_result_t run_stream_close(run_stream_t* s) {
+/* Writes the partial last line, if any, and closes the pipe. */
+static run_result_t run_stream_close(const run_job_t* job, run_stream_t* s) {
+  if (s->len > 0) RUN_CHECK(run_emit(job, s, s->buf, s->len, 1));
   if (s->fd >= 0) close(s->fd);
   free(s->buf);
   *s = (run_stream_t){.fd = -1, .dest = s->dest, .rank = s->rank};
   return RUN_OK;
 }
 
-/* Reads what is there (one read) from a readable pipe; at EOF writes the
- * partial last line and closes the pipe. */
+/* Reads what is there (one read) from a readable pipe; closes it at EOF. */
 static run_result_t run_stream_read(run_job_t* job, run_stream_t* s) {
   ssize_t n;
   if (s->len == s->cap) {
@@ -471,9 +434,7 @@ static run_result_t run_stream_read(run_job_t* job, run_stream_t* s) {
     s->len += (size_t)n;
     return run_emit_lines(job, s);
   }
-  if (s->len > 0) RUN_CHECK(run_emit(job, s, s->buf, s->len, 1));
-  return run_stream_close(s);
-  return RUN_OK;
+  return run_stream_close(job, s);
 }
 
 /* Signals the process group of every rank that is alive or whose pipes are
@@ -487,15 +448,11 @@ static run_result_t run_signal_groups(run_job_t* job, int sig) {
   return RUN_OK;
 }
 
-static run_result_t run_begin_term(run_job_t* job, double now) {
-  job->phase = RUN_PHASE_TERM;
+/* Enters term (SIGTERM now, SIGKILL in 2 s) or, for SIGKILL, kill. */
+static run_result_t run_teardown(run_job_t* job, int sig, double now) {
+  job->phase = sig == SIGKILL ? RUN_PHASE_KILL : RUN_PHASE_TERM;
   job->phase_deadline = now + RUN_KILL_DELAY_S;
-  return run_signal_groups(job, SIGTERM);
-}
-
-static run_result_t run_begin_kill(run_job_t* job) {
-  job->phase = RUN_PHASE_KILL;
-  return run_signal_groups(job, SIGKILL);
+  return run_signal_groups(job, sig);
 }
 
 static int run_exit_code(int wstatus) {
@@ -509,7 +466,11 @@ static run_result_t run_on_rank_exit(run_job_t* job, int rank, double now) {
   int code = run_exit_code(st);
   if (code == 0) return RUN_OK;
   if (WIFSIGNALED(st)) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32)
     const char* name = sigabbrev_np(WTERMSIG(st));
+#else
+    const char* name = NULL;
+#endif
     if (name != NULL)
       run_msg("rank %d killed by signal SIG%s", rank, name);
     else
@@ -554,9 +515,9 @@ static run_result_t run_read_signals(run_job_t* job, double now) {
       if (sigs[k] == SIGCHLD) continue;
       if (job->got_signal == 0) job->got_signal = sigs[k];
       if (job->phase < RUN_PHASE_TERM)
-        RUN_CHECK(run_begin_term(job, now));
+        RUN_CHECK(run_teardown(job, SIGTERM, now));
       else if (job->phase == RUN_PHASE_TERM)
-        RUN_CHECK(run_begin_kill(job));
+        RUN_CHECK(run_teardown(job, SIGKILL, now));
     }
   }
   return RUN_OK;
@@ -574,18 +535,19 @@ static run_result_t run_check_deadlines(run_job_t* job, double now) {
       now >= job->start + job->opts.timeout_s) {
     run_msg("timeout after %g s", job->opts.timeout_s);
     job->timed_out = 1;
-    RUN_CHECK(run_begin_term(job, now));
+    RUN_CHECK(run_teardown(job, SIGTERM, now));
   }
   if (job->phase == RUN_PHASE_GRACE && job->nalive > 0 && now >= job->phase_deadline)
-    RUN_CHECK(run_begin_term(job, now));
-  if (job->phase == RUN_PHASE_TERM && now >= job->phase_deadline) RUN_CHECK(run_begin_kill(job));
+    RUN_CHECK(run_teardown(job, SIGTERM, now));
+  if (job->phase == RUN_PHASE_TERM && now >= job->phase_deadline)
+    RUN_CHECK(run_teardown(job, SIGKILL, now));
   if (job->nalive > 0 || !run_streams_open(job)) return RUN_OK;
   if (job->drain_deadline == 0) job->drain_deadline = now + RUN_DRAIN_S;
   if (now < job->drain_deadline) return RUN_OK;
   RUN_CHECK(run_signal_groups(job, SIGKILL));
   for (int i = 0; i < job->nstarted; i++) {
-    RUN_CHECK(run_stream_close(&job->ranks[i].out));
-    RUN_CHECK(run_stream_close(&job->ranks[i].err));
+    RUN_CHECK(run_stream_close(job, &job->ranks[i].out));
+    RUN_CHECK(run_stream_close(job, &job->ranks[i].err));
   }
   return RUN_OK;
 }
@@ -609,15 +571,11 @@ static run_result_t run_loop(run_job_t* job) {
   RUN_CHECK(run_reap(job, now));
   RUN_CHECK(run_check_deadlines(job, now));
   while (job->nalive > 0 || run_streams_open(job)) {
-    int n = 0;
-    job->pfds[n++] = (struct pollfd){.fd = job->sig_pipe[0], .events = POLLIN};
+    int n = 1 + 2 * job->nstarted; /* poll() skips the negative fds of closed pipes */
+    job->pfds[0] = (struct pollfd){.fd = job->sig_pipe[0], .events = POLLIN};
     for (int i = 0; i < job->nstarted; i++) {
-      run_stream_t* two[2] = {&job->ranks[i].out, &job->ranks[i].err};
-      for (int k = 0; k < 2; k++) {
-        if (two[k]->fd < 0) continue;
-        job->pstreams[n] = two[k];
-        job->pfds[n++] = (struct pollfd){.fd = two[k]->fd, .events = POLLIN};
-      }
+      job->pfds[1 + 2 * i] = (struct pollfd){.fd = job->ranks[i].out.fd, .events = POLLIN};
+      job->pfds[2 + 2 * i] = (struct pollfd){.fd = job->ranks[i].err.fd, .events = POLLIN};
     }
     int ready = poll(job->pfds, (nfds_t)n, run_poll_timeout(job, now));
     if (ready < 0 && errno != EINTR) {
@@ -628,8 +586,8 @@ static run_result_t run_loop(run_job_t* job) {
     RUN_CHECK(run_read_signals(job, now));
     RUN_CHECK(run_reap(job, now));
     for (int k = 1; ready > 0 && k < n; k++) {
-      if (job->pfds[k].revents == 0) continue;
-      RUN_CHECK(run_stream_read(job, job->pstreams[k]));
+      run_rank_t* r = &job->ranks[(k - 1) / 2];
+      if (job->pfds[k].revents != 0) RUN_CHECK(run_stream_read(job, k % 2 ? &r->out : &r->err));
     }
     RUN_CHECK(run_check_deadlines(job, now));
   }
@@ -675,8 +633,7 @@ static run_result_t run_job_init(run_job_t* job, const run_opts_t* opts) {
   }
   job->ranks = calloc((size_t)opts->nranks, sizeof(*job->ranks));
   job->pfds = calloc(2 * (size_t)opts->nranks + 1, sizeof(*job->pfds));
-  job->pstreams = calloc(2 * (size_t)opts->nranks + 1, sizeof(*job->pstreams));
-  if (job->ranks == NULL || job->pfds == NULL || job->pstreams == NULL) {
+  if (job->ranks == NULL || job->pfds == NULL) {
     run_msg("out of memory for %d ranks", opts->nranks);
     return RUN_ERR_SYSTEM;
   }
@@ -697,12 +654,13 @@ static run_result_t run_job_init(run_job_t* job, const run_opts_t* opts) {
 
 static run_result_t run_job_fini(run_job_t* job) {
   for (int i = 0; job->ranks != NULL && i < job->nstarted; i++) {
-    run_stream_close(&job->ranks[i].out);
-    run_stream_close(&job->ranks[i].err);
+    run_stream_close(job, &job->ranks[i].out);
+    run_stream_close(job, &job->ranks[i].err);
   }
   free(job->ranks);
   free(job->pfds);
-  free(job->pstreams);
+  if (job->sig_pipe[0] >= 0) close(job->sig_pipe[0]);
+  if (job->sig_pipe[1] >= 0) close(job->sig_pipe[1]);
   return RUN_OK;
 }
 
@@ -715,8 +673,8 @@ static int run_job_status(const run_job_t* job) {
 }
 
 int main(int argc, char** argv) {
-  run_opts_t opts;
-  run_job_t job;
+  run_opts_t opts = {0};
+  run_job_t job = {0};
   int status;
   run_result_t res = run_parse_args(argc, argv, &opts);
   if (res == RUN_HELP) return run_usage(stdout) == RUN_OK ? 0 : 1;
@@ -729,7 +687,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < opts.nranks; i++) {
     if (run_spawn(&job, i) == RUN_OK) continue;
     job.start_failed = 1;
-    run_begin_term(&job, run_now());
+    run_teardown(&job, SIGTERM, run_now());
     break;
   }
   res = run_loop(&job);

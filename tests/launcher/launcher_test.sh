@@ -59,7 +59,7 @@ expect_err() {
 }
 
 expect_ms_between() {
-  [ "$ms" -ge "$1" ] && [ "$ms" -le "$2" ] || fail "took $ms ms, expected $1..$2 ms"
+  ((ms >= $1 && ms <= $2)) || fail "took $ms ms, expected $1..$2 ms"
 }
 
 # alive PID: the process exists and is not a zombie.
@@ -102,7 +102,7 @@ case_env() {
   done
   port=${ports[0]}
   secret=${secrets[0]}
-  [ "$port" -gt 1 ] && [ "$port" -le 65535 ] || fail "MASTER_PORT $port not a fresh port"
+  ((port > 1 && port <= 65535)) || fail "MASTER_PORT $port not a fresh port"
   for i in 1 2 3; do
     [ "${ports[$i]}" = "$port" ] || fail "ranks 0 and $i got different ports"
     [ "${secrets[$i]}" = "$secret" ] || fail "ranks 0 and $i got different secrets"
@@ -243,7 +243,7 @@ case_usage() {
 
 case_shm() {
   local other=/dev/shm/qccl-$$-launchertest-other f pid
-  [ -d /dev/shm ] && [ -w /dev/shm ] || {
+  [[ -d /dev/shm && -w /dev/shm ]] || {
     echo "SKIP: /dev/shm is not writable"
     exit 77
   }
@@ -288,7 +288,7 @@ signal_case() {
     [ -f "$TMP/pid.0" ] && [ -f "$TMP/pid.1" ] && break
     sleep 0.05
   done
-  [ -f "$TMP/pid.0" ] && [ -f "$TMP/pid.1" ] || fail "ranks did not start"
+  [[ -f $TMP/pid.0 && -f $TMP/pid.1 ]] || fail "ranks did not start"
   t0=$(now_ms)
   kill -"$sig" "$qpid"
   wait "$qpid"
@@ -314,9 +314,26 @@ case_leftover() {
   expect_gone "$TMP"/gc.*
 }
 
+case_start_fail() {
+  local f
+  # 40 descriptors cannot hold the pipes of 100 ranks: qcclrun stops the ranks it started.
+  (
+    ulimit -n 40
+    run -n 100 --timeout 30 -- "$FAKE" pidfile "$TMP/pid.%r" hang
+    exit "$rc"
+  )
+  rc=$?
+  expect_rc 1
+  expect_err "cannot start rank"
+  for f in "$TMP"/pid.*; do
+    [ -f "$f" ] && expect_gone "$f"
+  done
+  return 0
+}
+
 case $case_name in
   env | prefix | no_prefix | exit_codes | grace | grace_kill | timeout | usage | shm | zombie | \
-    signals | leftover)
+    signals | leftover | start_fail)
     "case_$case_name"
     echo "PASS ($case_name)"
     ;;
