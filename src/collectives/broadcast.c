@@ -19,7 +19,8 @@ qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
   if (comm->nranks == 1) return qcclSuccess;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
+  size_t chunks = 0;
+  for (size_t off = 0; off < bytes; off += s->chunk_bytes, chunks++) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
     uint64_t g;
     if (r == root) {
@@ -33,5 +34,5 @@ qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
       shm_post(s, 3 * g + 3);
     }
   }
-  return qcclSuccess;
+  return coll_rooted_end(s, chunks);
 }

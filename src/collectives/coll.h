@@ -17,6 +17,7 @@
 #include "core/bootstrap.h"
 #include "core/err.h"
 #include "transport/shm.h"
+#include "transport/transport.h"
 
 #define COMM_MAGIC 0x4d4d4f43u /* "COMM" */
 #define COMM_DEAD 0xdeadc0deu
@@ -57,6 +58,9 @@ struct qcclComm {
   qcclResult_t async_error; /* sticky: a timeout or a remote failure */
   char name[64];
   char last_error[QCCL_LAST_ERROR_BYTES];
+  /* the point-to-point transport reaching each peer, and its context */
+  const transport_ops_t** peer_ops;
+  void** peer_ctx;
 };
 
 /* Records the failure of a call on comm: copies the thread's last error into
@@ -88,6 +92,14 @@ static inline void coll_part(size_t n, int nparts, int part, size_t* lo, size_t*
   size_t q = n / (size_t)nparts, r = n % (size_t)nparts, p = (size_t)part;
   *lo = p * q + (p < r ? p : r);
   *hi = *lo + q + (p < r ? 1 : 0);
+}
+
+/* Ends a rooted collective that ran chunks: returns once every rank has
+ * finished the last one, so that a rank that died during the call is
+ * reported on every survivor, not only on those that read from it. */
+static inline qcclResult_t coll_rooted_end(shm_t* s, size_t nchunks) {
+  if (nchunks == 0) return qcclSuccess;
+  return shm_wait_all(s, 3 * (s->chunk_seq - 1) + 3);
 }
 
 /* Copies n bytes unless dst == src (in place). */

@@ -115,6 +115,16 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
     }
   }
   QCCL_CHECK_GOTO(shm_open_segment(boot, timeout, host.ncores, &c->shm), r, fail);
+  c->peer_ops = calloc((size_t)c->nranks, sizeof *c->peer_ops);
+  c->peer_ctx = calloc((size_t)c->nranks, sizeof *c->peer_ctx);
+  if (!c->peer_ops || !c->peer_ctx) {
+    r = QCCL_ERR(qcclSystemError, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < c->nranks; i++) {
+    c->peer_ops[i] = &shm_p2p_ops;
+    c->peer_ctx[i] = c->shm;
+  }
   c->magic = COMM_MAGIC;
   QCCL_INFO(LOG_INIT, "comm %s rank %d/%d pid %d ready (timeout %.0f s)", c->name, c->rank,
             c->nranks, (int)getpid(), timeout);
@@ -123,6 +133,9 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   return qcclSuccess;
 fail:
   free(peers);
+  free(c->peer_ops);
+  free(c->peer_ctx);
+  shm_close(c->shm);
   boot_close(c->boot);
   free(c);
   return r;
@@ -188,17 +201,23 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm) {
   err_clear();
   if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "comm: NULL pointer");
   int64_t rank, size;
-  const char* launcher;
+  const char *launcher, *rank_var, *size_var;
   if (env_get("RANK") || env_get("WORLD_SIZE")) {
     launcher = "torchrun/qcclrun";
+    rank_var = "RANK";
+    size_var = "WORLD_SIZE";
     QCCL_CHECK(comm_env_required("RANK", 0, 1 << 24, &rank));
     QCCL_CHECK(comm_env_required("WORLD_SIZE", 1, 1 << 24, &size));
   } else if (env_get("OMPI_COMM_WORLD_RANK")) {
     launcher = "mpirun";
+    rank_var = "OMPI_COMM_WORLD_RANK";
+    size_var = "OMPI_COMM_WORLD_SIZE";
     QCCL_CHECK(comm_env_required("OMPI_COMM_WORLD_RANK", 0, 1 << 24, &rank));
     QCCL_CHECK(comm_env_required("OMPI_COMM_WORLD_SIZE", 1, 1 << 24, &size));
   } else if (env_get("SLURM_PROCID")) {
     launcher = "srun";
+    rank_var = "SLURM_PROCID";
+    size_var = "SLURM_NTASKS";
     QCCL_CHECK(comm_env_required("SLURM_PROCID", 0, 1 << 24, &rank));
     QCCL_CHECK(comm_env_required("SLURM_NTASKS", 1, 1 << 24, &size));
   } else {
@@ -207,10 +226,8 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm) {
                     "run under mpirun (OMPI_COMM_WORLD_RANK) or srun (SLURM_PROCID)");
   }
   if (rank >= size)
-    return QCCL_ERR(qcclInvalidArgument,
-                    "rank %lld from the %s environment is not below the "
-                    "world size %lld",
-                    (long long)rank, launcher, (long long)size);
+    return QCCL_ERR(qcclInvalidArgument, "%s=%lld is not below %s=%lld (%s environment)", rank_var,
+                    (long long)rank, size_var, (long long)size, launcher);
   boot_id_t id;
   memset(&id, 0, sizeof id);
   const char* commid = env_get("QCCL_COMM_ID");
@@ -318,6 +335,8 @@ static void comm_free(qcclComm_t comm) {
   comm->magic = COMM_DEAD;
   shm_close(comm->shm);
   boot_close(comm->boot);
+  free(comm->peer_ops);
+  free(comm->peer_ctx);
   free(comm);
 }
 

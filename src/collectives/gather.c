@@ -3,7 +3,8 @@
  *
  * As AllGather, but only the root reads: every rank stages its chunk, the
  * root copies each peer's piece out as soon as it is staged. Non-root
- * ranks run up to two chunks ahead.
+ * ranks run up to two chunks ahead, and all return once every rank is done
+ * (so a failure anywhere is seen everywhere).
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
@@ -17,7 +18,8 @@ qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
   char* out = a->recvbuff;
   if (r == root) coll_copy(out + (size_t)root * bytes, in, bytes);
   if (w == 1) return qcclSuccess;
-  for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
+  size_t chunks = 0;
+  for (size_t off = 0; off < bytes; off += s->chunk_bytes, chunks++) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
@@ -35,5 +37,5 @@ qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
     }
     shm_post(s, 3 * g + 3);
   }
-  return qcclSuccess;
+  return coll_rooted_end(s, chunks);
 }

@@ -24,6 +24,7 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
   }
   size_t per_chunk = s->chunk_bytes / es;
   const void* srcs[w];
+  size_t chunks = 0;
   for (size_t off = 0; off < a->count; off += per_chunk) {
     size_t m = a->count - off < per_chunk ? a->count - off : per_chunk;
     uint64_t g;
@@ -45,6 +46,7 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
       }
     }
     shm_post(s, 3 * g + 3);
+    chunks++;
   }
-  return qcclSuccess;
+  return coll_rooted_end(s, chunks);
 }

@@ -18,7 +18,8 @@ qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a) {
   if (r == root) coll_copy(out, in + (size_t)root * bytes, bytes);
   if (w == 1) return qcclSuccess;
   size_t piece = s->chunk_bytes / (size_t)w;
-  for (size_t off = 0; off < bytes; off += piece) {
+  size_t chunks = 0;
+  for (size_t off = 0; off < bytes; off += piece, chunks++) {
     size_t m = bytes - off < piece ? bytes - off : piece;
     uint64_t g;
     if (r == root) {
@@ -34,5 +35,5 @@ qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a) {
       shm_post(s, 3 * g + 3);
     }
   }
-  return qcclSuccess;
+  return coll_rooted_end(s, chunks);
 }

@@ -101,8 +101,8 @@ qcclResult_t quant_reduce_requant(quant_isa_t isa, const quant_params_t* in,
  * for round-to-nearest, scale + f32 rounding for stochastic rounding):
  * per_block (NULL or nblocks floats) and its maximum (NULL allowed); NaN for
  * an overflow block (and then the maximum is NaN). */
-qcclResult_t quant_error_bound(const quant_params_t* p, const void* src, size_t n,
-                               float* per_block, float* max_bound);
+qcclResult_t quant_error_bound(const quant_params_t* p, const void* src, size_t n, float* per_block,
+                               float* max_bound);
 
 #ifdef __cplusplus
 } /* extern "C" */

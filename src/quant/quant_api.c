@@ -12,18 +12,12 @@
 #include "quant/quant.h"
 #include "quant/quant_math.h"
 
-#if defined(__GNUC__)
-#define QUANT_EXPORT __attribute__((visibility("default")))
-#else
-#define QUANT_EXPORT
-#endif
-
 qcclResult_t quant_params_from_spec(const qcclQuantSpec_t* spec, quant_params_t* params) {
   if (spec == NULL) return QCCL_ERR(qcclInvalidArgument, "spec is NULL");
   if (spec->size != sizeof(qcclQuantSpec_t))
     return QCCL_ERR(qcclInvalidArgument,
-                    "spec->size %zu is not %zu: start from QCCL_QUANT_SPEC_INITIALIZER",
-                    spec->size, sizeof(qcclQuantSpec_t));
+                    "spec->size %zu is not %zu: start from QCCL_QUANT_SPEC_INITIALIZER", spec->size,
+                    sizeof(qcclQuantSpec_t));
   if (spec->magic != QCCL_QUANT_SPEC_MAGIC)
     return QCCL_ERR(qcclInvalidArgument,
                     "spec->magic 0x%x is wrong: start from QCCL_QUANT_SPEC_INITIALIZER",
@@ -47,8 +41,7 @@ qcclResult_t quant_params_from_spec(const qcclQuantSpec_t* spec, quant_params_t*
                     (int)spec->rounding);
   if (spec->rotate != 0 && spec->rotate != 1)
     return QCCL_ERR(qcclInvalidArgument, "spec->rotate %d is not 0 or 1", spec->rotate);
-  if (spec->rank < 0)
-    return QCCL_ERR(qcclInvalidArgument, "spec->rank %d is negative", spec->rank);
+  if (spec->rank < 0) return QCCL_ERR(qcclInvalidArgument, "spec->rank %d is negative", spec->rank);
   quant_params_t p;
   memset(&p, 0, sizeof p);
   p.bits = spec->bits;
@@ -72,12 +65,12 @@ static qcclResult_t check_count(size_t count) {
 
 static qcclResult_t check_type(qcclDataType_t t, const char* name) {
   if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16)
-    return QCCL_ERR(qcclInvalidArgument,
-                    "%s %d is not qcclFloat32, qcclFloat16 or qcclBfloat16", name, (int)t);
+    return QCCL_ERR(qcclInvalidArgument, "%s %d is not qcclFloat32, qcclFloat16 or qcclBfloat16",
+                    name, (int)t);
   return qcclSuccess;
 }
 
-QUANT_EXPORT qcclResult_t qcclQuantSize(size_t count, const qcclQuantSpec_t* spec, size_t* bytes) {
+qcclResult_t qcclQuantSize(size_t count, const qcclQuantSpec_t* spec, size_t* bytes) {
   quant_params_t p;
   QCCL_CHECK(quant_params_from_spec(spec, &p));
   QCCL_CHECK(check_count(count));
@@ -86,8 +79,8 @@ QUANT_EXPORT qcclResult_t qcclQuantSize(size_t count, const qcclQuantSpec_t* spe
   return qcclSuccess;
 }
 
-QUANT_EXPORT qcclResult_t qcclQuantize(const void* src, size_t count, qcclDataType_t srctype,
-                                       const qcclQuantSpec_t* spec, void* dst) {
+qcclResult_t qcclQuantize(const void* src, size_t count, qcclDataType_t srctype,
+                          const qcclQuantSpec_t* spec, void* dst) {
   quant_params_t p;
   quant_isa_t isa;
   QCCL_CHECK(quant_params_from_spec(spec, &p));
@@ -100,8 +93,8 @@ QUANT_EXPORT qcclResult_t qcclQuantize(const void* src, size_t count, qcclDataTy
   return quant_quantize(isa, &p, src, srctype, count, dst);
 }
 
-QUANT_EXPORT qcclResult_t qcclDequantize(const void* src, size_t count, qcclDataType_t dsttype,
-                                         const qcclQuantSpec_t* spec, void* dst) {
+qcclResult_t qcclDequantize(const void* src, size_t count, qcclDataType_t dsttype,
+                            const qcclQuantSpec_t* spec, void* dst) {
   quant_params_t p;
   quant_isa_t isa;
   QCCL_CHECK(quant_params_from_spec(spec, &p));
@@ -114,9 +107,8 @@ QUANT_EXPORT qcclResult_t qcclDequantize(const void* src, size_t count, qcclData
   return quant_dequantize(isa, &p, src, count, dsttype, dst);
 }
 
-QUANT_EXPORT qcclResult_t qcclQuantErrorBound(const void* src, size_t count,
-                                              const qcclQuantSpec_t* spec, float* perBlock,
-                                              float* maxBound) {
+qcclResult_t qcclQuantErrorBound(const void* src, size_t count, const qcclQuantSpec_t* spec,
+                                 float* perBlock, float* maxBound) {
   quant_params_t p;
   QCCL_CHECK(quant_params_from_spec(spec, &p));
   QCCL_CHECK(check_count(count));

@@ -43,8 +43,21 @@ static void a5_stats(const float* x, int nr, int asym, quant_stats_t* st) {
       am = _mm512_max_epu32(am, _mm512_and_si512(_mm512_loadu_si512(x + i), absm));
       am2 = _mm512_max_epu32(am2, _mm512_and_si512(_mm512_loadu_si512(x + i + 16), absm));
     }
-    am = _mm512_max_epu32(am, am2);
+  } else {
+    __m512 mn2 = mn, mx2 = mx;
+    for (; i + 32 <= nr; i += 32) {
+      __m512 v = _mm512_loadu_ps(x + i), w = _mm512_loadu_ps(x + i + 16);
+      am = _mm512_max_epu32(am, _mm512_and_si512(_mm512_castps_si512(v), absm));
+      am2 = _mm512_max_epu32(am2, _mm512_and_si512(_mm512_castps_si512(w), absm));
+      mn = _mm512_min_ps(mn, v);
+      mx = _mm512_max_ps(mx, v);
+      mn2 = _mm512_min_ps(mn2, w);
+      mx2 = _mm512_max_ps(mx2, w);
+    }
+    mn = _mm512_min_ps(mn, mn2);
+    mx = _mm512_max_ps(mx, mx2);
   }
+  am = _mm512_max_epu32(am, am2);
   for (; i + 16 <= nr; i += 16) {
     __m512 v = _mm512_loadu_ps(x + i);
     am = _mm512_max_epu32(am, _mm512_and_si512(_mm512_castps_si512(v), absm));
@@ -69,24 +82,31 @@ static void a5_stats(const float* x, int nr, int asym, quant_stats_t* st) {
 
 /* Per-block constants of the encoder. */
 typedef struct {
-  __m512 lo, inv, cmin, cmax;
-  __m512i k0, k1, iota;
+  __m512 lo, inv;
+  __m512i cmin, cmax, k0, k1;
   int asym, sr;
 } a5_enc_t;
 
+/* Codes of 16 elements as int32. Round-to-nearest needs no clamp: |x| <= m
+ * (or 0 <= x - lo <= hi - lo) bounds |t| by qmax (1 + 2^-23) < qmax + 1/2,
+ * so rne(t) is already in range, as the scalar clamp finds. */
 static inline __m512i a5_code(const a5_enc_t* e, __m512 v, __m512i idx) {
   __m512 t = _mm512_mul_ps(e->asym ? _mm512_sub_ps(v, e->lo) : v, e->inv);
-  __m512 r;
-  if (e->sr) {
-    __m512i h = a5_hash(_mm512_xor_si512(idx, e->k0));
-    h = _mm512_srli_epi32(a5_hash(_mm512_xor_si512(h, e->k1)), 8);
-    __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(h), _mm512_set1_ps(QM_U_SCALE));
-    r = _mm512_roundscale_ps(_mm512_add_ps(t, u), FLOOR);
-  } else {
-    r = _mm512_roundscale_ps(t, RNE);
-  }
-  r = _mm512_min_ps(_mm512_max_ps(r, e->cmin), e->cmax);
-  return _mm512_cvttps_epi32(r);
+  if (!e->sr) return _mm512_cvt_roundps_epi32(t, RNE);
+  __m512i h = a5_hash(_mm512_xor_si512(idx, e->k0));
+  h = _mm512_srli_epi32(a5_hash(_mm512_xor_si512(h, e->k1)), 8);
+  __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(h), _mm512_set1_ps(QM_U_SCALE));
+  __m512i q = _mm512_cvt_roundps_epi32(_mm512_add_ps(t, u), FLOOR);
+  return _mm512_min_epi32(_mm512_max_epi32(q, e->cmin), e->cmax);
+}
+
+/* 64 codes (int32 in q[0..3]) as 64 bytes in element order. */
+static inline __m512i a5_pack8(const __m512i* q, int asym) {
+  __m512i p01 = _mm512_packs_epi32(q[0], q[1]);
+  __m512i p23 = _mm512_packs_epi32(q[2], q[3]);
+  __m512i b = asym ? _mm512_packus_epi16(p01, p23) : _mm512_packs_epi16(p01, p23);
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_epi32(order, b);
 }
 
 /* Low byte of each 64-bit lane = even code | odd code << 4. */
@@ -102,49 +122,49 @@ static void a5_encode(const quant_ctx_t* c, const qm_block_t* b, const float* x,
   e.sr = c->stochastic;
   e.lo = _mm512_set1_ps(b->lo);
   e.inv = _mm512_set1_ps(b->inv);
-  e.cmin = _mm512_set1_ps(c->asym ? 0.0f : -(float)c->qmax);
-  e.cmax = _mm512_set1_ps((float)c->qmax);
+  e.cmin = _mm512_set1_epi32(c->asym ? 0 : -c->qmax);
+  e.cmax = _mm512_set1_epi32(c->qmax);
   e.k0 = _mm512_set1_epi32((int)c->key.k0);
   e.k1 = _mm512_set1_epi32((int)qm_sr_hi(c->key, idx));
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i vidx = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)idx), iota);
   const __m512i step = _mm512_set1_epi32(16);
+  int nt = c->stream && ((uintptr_t)codes & 63) == 0;
   int i = 0;
-  if (c->bits == 8) {
-    for (; i + 32 <= nr; i += 32) {
-      __m512i q0 = a5_code(&e, _mm512_loadu_ps(x + i), vidx);
+  for (; i + 64 <= nr; i += 64) {
+    __m512i q[4];
+    for (int j = 0; j < 4; j++) {
+      q[j] = a5_code(&e, _mm512_loadu_ps(x + i + 16 * j), vidx);
       vidx = _mm512_add_epi32(vidx, step);
-      __m512i q1 = a5_code(&e, _mm512_loadu_ps(x + i + 16), vidx);
-      vidx = _mm512_add_epi32(vidx, step);
-      _mm_storeu_si128((__m128i*)(codes + i), _mm512_cvtepi32_epi8(q0));
-      _mm_storeu_si128((__m128i*)(codes + i + 16), _mm512_cvtepi32_epi8(q1));
     }
-    for (; i < nr; i += 16) {
-      int rem = nr - i < 16 ? nr - i : 16;
-      __mmask16 k = a5_mask(rem);
-      __m512i q = a5_code(&e, _mm512_maskz_loadu_ps(k, x + i), vidx);
-      vidx = _mm512_add_epi32(vidx, step);
-      _mm512_mask_cvtepi32_storeu_epi8(codes + i, k, q);
+    __m512i b = a5_pack8(q, c->asym);
+    if (c->bits == 8) {
+      if (nt)
+        _mm512_stream_si512((void*)(codes + i), b);
+      else
+        _mm512_storeu_si512(codes + i, b);
+    } else {
+      __m512i v = _mm512_and_si512(b, _mm512_set1_epi16(0x0f0f));
+      v = _mm512_or_si512(v, _mm512_srli_epi16(v, 4));
+      __m256i h = _mm512_cvtepi16_epi8(v);
+      if (nt)
+        _mm256_stream_si256((__m256i*)(void*)(codes + i / 2), h);
+      else
+        _mm256_storeu_si256((__m256i*)(void*)(codes + i / 2), h);
     }
-    return;
-  }
-  for (; i + 32 <= nr; i += 32) {
-    __m512i q0 = a5_code(&e, _mm512_loadu_ps(x + i), vidx);
-    vidx = _mm512_add_epi32(vidx, step);
-    __m512i q1 = a5_code(&e, _mm512_loadu_ps(x + i + 16), vidx);
-    vidx = _mm512_add_epi32(vidx, step);
-    __m128i b0 = _mm512_cvtepi64_epi8(a5_pair4(q0));
-    __m128i b1 = _mm512_cvtepi64_epi8(a5_pair4(q1));
-    _mm_storeu_si128((__m128i*)(codes + i / 2), _mm_unpacklo_epi64(b0, b1));
   }
   for (; i < nr; i += 16) {
     int rem = nr - i < 16 ? nr - i : 16;
     __mmask16 k = a5_mask(rem);
     __m512i q = a5_code(&e, _mm512_maskz_loadu_ps(k, x + i), vidx);
     vidx = _mm512_add_epi32(vidx, step);
-    q = _mm512_maskz_mov_epi32(k, q);
-    __mmask8 kb = (__mmask8)((1u << ((rem + 1) / 2)) - 1u);
-    _mm512_mask_cvtepi64_storeu_epi8(codes + i / 2, kb, a5_pair4(q));
+    if (c->bits == 8) {
+      _mm512_mask_cvtepi32_storeu_epi8(codes + i, k, q);
+    } else {
+      q = _mm512_maskz_mov_epi32(k, q);
+      __mmask8 kb = (__mmask8)((1u << ((rem + 1) / 2)) - 1u);
+      _mm512_mask_cvtepi64_storeu_epi8(codes + i / 2, kb, a5_pair4(q));
+    }
   }
 }
 
@@ -171,8 +191,8 @@ static inline __m512 a5_value(__m512i q, __m512 s, __m512 lo, int asym) {
 }
 
 /* Values of the codes of elements i .. i + rem - 1 (rem <= 16). */
-static inline __m512 a5_values(const quant_ctx_t* c, const uint8_t* codes, int i, int rem,
-                               __m512 s, __m512 lo) {
+static inline __m512 a5_values(const quant_ctx_t* c, const uint8_t* codes, int i, int rem, __m512 s,
+                               __m512 lo) {
   __m512i q;
   if (c->bits == 8)
     q = a5_get8(codes + i, c->asym, a5_mask(rem));
@@ -181,21 +201,62 @@ static inline __m512 a5_values(const quant_ctx_t* c, const uint8_t* codes, int i
   return a5_value(q, s, lo, c->asym);
 }
 
+static void a5_store(const float* src, size_t n, qcclDataType_t type, void* dst, int stream);
+
+/* 64 codes from codes[i] (int8) or codes[i / 2] (int4) as 64 signed or
+ * unsigned bytes in element order. */
+static inline __m512i a5_bytes64(const quant_ctx_t* c, const uint8_t* codes, int i) {
+  if (c->bits == 8) return _mm512_loadu_si512(codes + i);
+  __m512i w =
+      _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i*)(const void*)(codes + i / 2)));
+  w = _mm512_or_si512(_mm512_and_si512(w, _mm512_set1_epi16(0x0f)),
+                      _mm512_and_si512(_mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x0f00)));
+  if (!c->asym) {
+    const __m512i eight = _mm512_set1_epi8(8);
+    w = _mm512_sub_epi8(_mm512_xor_si512(w, eight), eight);
+  }
+  return w;
+}
+
+/* Values of 64 codes in v[0..3]. */
+static inline void a5_values64(const quant_ctx_t* c, const uint8_t* codes, int i, __m512 s,
+                               __m512 lo, __m512* v) {
+  __m512i b = a5_bytes64(c, codes, i);
+  int sgn = !c->asym;
+  v[0] = a5_value(sgn ? _mm512_cvtepi8_epi32(_mm512_castsi512_si128(b))
+                      : _mm512_cvtepu8_epi32(_mm512_castsi512_si128(b)),
+                  s, lo, c->asym);
+  v[1] = a5_value(sgn ? _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(b, 1))
+                      : _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(b, 1)),
+                  s, lo, c->asym);
+  v[2] = a5_value(sgn ? _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(b, 2))
+                      : _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(b, 2)),
+                  s, lo, c->asym);
+  v[3] = a5_value(sgn ? _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(b, 3))
+                      : _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(b, 3)),
+                  s, lo, c->asym);
+}
+
 static void a5_decode(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes, int nr,
                       float* out, int stream) {
   const __m512 s = _mm512_set1_ps(scale), l = _mm512_set1_ps(lo);
-  int i = 0;
-  if (stream && ((uintptr_t)out & 63) == 0) {
-    for (; i + 16 <= nr; i += 16) _mm512_stream_ps(out + i, a5_values(c, codes, i, 16, s, l));
+  int nt = stream && ((uintptr_t)out & 63) == 0;
+  if (stream && !nt) {
+    /* misaligned: decode in L1, then stream with a peeled head */
+    float tmp[QM_BLOCK_MAX] __attribute__((aligned(64)));
+    a5_decode(c, scale, lo, codes, nr, tmp, 0);
+    a5_store(tmp, (size_t)nr, qcclFloat32, out, 1);
+    return;
   }
-  if (c->bits == 8) {
-    for (; i + 32 <= nr; i += 32) {
-      __m128i b0 = _mm_loadu_si128((const __m128i*)(codes + i));
-      __m128i b1 = _mm_loadu_si128((const __m128i*)(codes + i + 16));
-      __m512i q0 = c->asym ? _mm512_cvtepu8_epi32(b0) : _mm512_cvtepi8_epi32(b0);
-      __m512i q1 = c->asym ? _mm512_cvtepu8_epi32(b1) : _mm512_cvtepi8_epi32(b1);
-      _mm512_storeu_ps(out + i, a5_value(q0, s, l, c->asym));
-      _mm512_storeu_ps(out + i + 16, a5_value(q1, s, l, c->asym));
+  int i = 0;
+  for (; i + 64 <= nr; i += 64) {
+    __m512 v[4];
+    a5_values64(c, codes, i, s, l, v);
+    for (int j = 0; j < 4; j++) {
+      if (nt)
+        _mm512_stream_ps(out + i + 16 * j, v[j]);
+      else
+        _mm512_storeu_ps(out + i + 16 * j, v[j]);
     }
   }
   for (; i < nr; i += 16) {
@@ -204,10 +265,17 @@ static void a5_decode(const quant_ctx_t* c, float scale, float lo, const uint8_t
   }
 }
 
-static void a5_decode_acc(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes,
-                          int nr, float* acc) {
+static void a5_decode_acc(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes, int nr,
+                          float* acc) {
   const __m512 s = _mm512_set1_ps(scale), l = _mm512_set1_ps(lo);
-  for (int i = 0; i < nr; i += 16) {
+  int i = 0;
+  for (; i + 64 <= nr; i += 64) {
+    __m512 v[4];
+    a5_values64(c, codes, i, s, l, v);
+    for (int j = 0; j < 4; j++)
+      _mm512_storeu_ps(acc + i + 16 * j, _mm512_add_ps(_mm512_loadu_ps(acc + i + 16 * j), v[j]));
+  }
+  for (; i < nr; i += 16) {
     int rem = nr - i < 16 ? nr - i : 16;
     __mmask16 k = a5_mask(rem);
     __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
@@ -299,30 +367,48 @@ static inline __m256i a5_to_bf16(__m512 v) {
   __m512i r = _mm512_add_epi32(
       x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1))));
   r = _mm512_srli_epi32(r, 16);
-  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+  __mmask16 nan_lanes = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan_lanes, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
   return _mm512_cvtepi32_epi16(r);
 }
 
+/* Writes 16 values (lanes k) as type at element i of d; nt: non-temporal
+ * (d + i aligned to 16 elements). */
+static inline void a5_put16(unsigned char* d, size_t i, __m512 v, qcclDataType_t type, __mmask16 k,
+                            int nt) {
+  if (type == qcclFloat32) {
+    if (nt)
+      _mm512_stream_ps((float*)(void*)(d + 4 * i), v);
+    else
+      _mm512_mask_storeu_ps(d + 4 * i, k, v);
+    return;
+  }
+  __m256i h = type == qcclFloat16 ? _mm512_cvtps_ph(v, RNE) : a5_to_bf16(v);
+  if (nt)
+    _mm256_stream_si256((__m256i*)(void*)(d + 2 * i), h);
+  else
+    _mm256_mask_storeu_epi16(d + 2 * i, k, h);
+}
+
+/* With stream, the first elements up to a 16-element boundary of dst are
+ * stored normally and the rest non-temporally, whatever dst's alignment
+ * (dst must be aligned to its element size). */
 static void a5_store(const float* src, size_t n, qcclDataType_t type, void* dst, int stream) {
   unsigned char* d = (unsigned char*)dst;
-  int nt = stream && ((uintptr_t)dst & 63) == 0;
-  for (size_t i = 0; i < n; i += 16) {
-    int rem = n - i < 16 ? (int)(n - i) : 16;
-    __mmask16 k = a5_mask(rem);
-    __m512 v = _mm512_maskz_loadu_ps(k, src + i);
-    if (type == qcclFloat32) {
-      if (nt && rem == 16)
-        _mm512_stream_ps((float*)(void*)(d + 4 * i), v);
-      else
-        _mm512_mask_storeu_ps(d + 4 * i, k, v);
-      continue;
-    }
-    __m256i h = type == qcclFloat16 ? _mm512_cvtps_ph(v, RNE) : a5_to_bf16(v);
-    if (nt && rem == 16 && (i & 1) == 0)
-      _mm256_stream_si256((__m256i*)(void*)(d + 2 * i), h);
-    else
-      _mm256_mask_storeu_epi16(d + 2 * i, k, h);
+  size_t es = type == qcclFloat32 ? 4 : 2, i = 0;
+  uintptr_t a = (uintptr_t)dst;
+  int nt = stream && a % es == 0;
+  if (nt) {
+    size_t head = ((16 * es - a % (16 * es)) % (16 * es)) / es;
+    if (head > n) head = n;
+    if (head > 0)
+      a5_put16(d, 0, _mm512_maskz_loadu_ps(a5_mask((int)head), src), type, a5_mask((int)head), 0);
+    i = head;
+  }
+  for (; i + 16 <= n; i += 16) a5_put16(d, i, _mm512_loadu_ps(src + i), type, 0xffff, nt);
+  if (i < n) {
+    __mmask16 k = a5_mask((int)(n - i));
+    a5_put16(d, i, _mm512_maskz_loadu_ps(k, src + i), type, k, 0);
   }
 }
 
@@ -330,7 +416,18 @@ static void a5_fence(void) {
   _mm_sfence();
 }
 
+static void a5_quantize_f32(const quant_ctx_t* c, const float* x, size_t nblocks, uint64_t idx,
+                            unsigned char* scales, unsigned char* mins, uint8_t* codes) {
+  quant_encode_blocks(a5_stats, a5_encode, c, x, nblocks, idx, scales, mins, codes);
+}
+
+static void a5_dequantize_f32(const quant_ctx_t* c, const unsigned char* scales,
+                              const unsigned char* mins, const uint8_t* codes, size_t nblocks,
+                              float* out, int stream) {
+  quant_decode_blocks(a5_decode, c, scales, mins, codes, nblocks, out, stream);
+}
+
 const quant_kernels_t quant_kernels_avx512 = {
-    a5_stats, a5_encode, a5_decode, a5_decode_acc, a5_fwht,  a5_flip,
-    a5_mul,   a5_add,    a5_sub,    a5_load,       a5_store, a5_fence,
+    a5_stats, a5_encode, a5_decode, a5_decode_acc, a5_fwht,  a5_flip,         a5_mul,
+    a5_add,   a5_sub,    a5_load,   a5_store,      a5_fence, a5_quantize_f32, a5_dequantize_f32,
 };

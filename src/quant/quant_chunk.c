@@ -17,6 +17,28 @@
 #include "core/err.h"
 #include "quant/quant_impl.h"
 
+#if defined(QUANT_X86)
+#include <xmmintrin.h>
+/* The kernels need the default MXCSR: round to nearest even, no flush to
+ * zero, no denormals-are-zero (a caller's FTZ/DAZ would change results). */
+#define QUANT_MXCSR_DEFAULT 0x1f80u
+static unsigned fpenv_enter(void) {
+  unsigned old = _mm_getcsr();
+  if ((old & ~0x3fu) != QUANT_MXCSR_DEFAULT) _mm_setcsr(QUANT_MXCSR_DEFAULT);
+  return old;
+}
+static void fpenv_leave(unsigned old) {
+  if ((old & ~0x3fu) != QUANT_MXCSR_DEFAULT) _mm_setcsr(old);
+}
+#else
+static unsigned fpenv_enter(void) {
+  return 0;
+}
+static void fpenv_leave(unsigned old) {
+  (void)old;
+}
+#endif
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "wire format v1 is little endian; add byte swaps for this target"
 #endif
@@ -31,6 +53,7 @@ typedef struct quant_run {
   float* tmp2;     /* B floats */
   uint32_t* signs; /* B sign masks, with rotation */
   void* mem;
+  unsigned fpenv; /* the caller's floating-point control word */
 } quant_run_t;
 
 static size_t type_size(qcclDataType_t t) {
@@ -44,6 +67,7 @@ static void ctx_init(quant_ctx_t* c, const quant_params_t* p) {
   c->block = p->block;
   c->qmax = qm_qmax(p->bits, p->asym);
   c->key = qm_sr_key(p->seed, p->rank);
+  c->stream = 0;
 }
 
 static qcclResult_t params_check(const quant_params_t* p) {
@@ -67,8 +91,7 @@ static qcclResult_t run_init(quant_run_t* r, quant_isa_t isa, const quant_params
                              int need_tmp) {
   memset(r, 0, sizeof *r);
   QCCL_CHECK(params_check(p));
-  if (n > QUANT_MAX_COUNT)
-    return QCCL_ERR(qcclInvalidArgument, "quant: count %zu is too large", n);
+  if (n > QUANT_MAX_COUNT) return QCCL_ERR(qcclInvalidArgument, "quant: count %zu is too large", n);
   r->k = quant_kernels(isa);
   if (r->k == NULL || !quant_isa_available(isa))
     return QCCL_ERR(qcclInvalidArgument, "quant: ISA %s is not available on this CPU",
@@ -76,22 +99,25 @@ static qcclResult_t run_init(quant_run_t* r, quant_isa_t isa, const quant_params
   ctx_init(&r->c, p);
   r->nb = qm_nblocks(n, p->block);
   r->hdr = qm_header_bytes(n, p->block, p->asym);
-  if (!(need_tmp || p->rotate) || n == 0) return qcclSuccess;
-  size_t b = (size_t)p->block;
-  r->mem = aligned_alloc(64, b * (2 * sizeof(float) + sizeof(uint32_t)));
-  if (r->mem == NULL)
-    return QCCL_ERR(qcclSystemError, "quant: cannot allocate %zu bytes of scratch", b * 12);
-  r->tmp = (float*)r->mem;
-  r->tmp2 = r->tmp + b;
-  r->signs = (uint32_t*)(r->tmp2 + b);
-  if (p->rotate) {
-    qm_key_t sk = qm_sign_key(p->seed);
-    for (uint32_t j = 0; j < (uint32_t)b; j++) r->signs[j] = qm_sign_mask(sk, j);
+  if ((need_tmp || p->rotate) && n > 0) {
+    size_t b = (size_t)p->block;
+    r->mem = aligned_alloc(64, b * (2 * sizeof(float) + sizeof(uint32_t)));
+    if (r->mem == NULL)
+      return QCCL_ERR(qcclSystemError, "quant: cannot allocate %zu bytes of scratch", b * 12);
+    r->tmp = (float*)r->mem;
+    r->tmp2 = r->tmp + b;
+    r->signs = (uint32_t*)(r->tmp2 + b);
+    if (p->rotate) {
+      qm_key_t sk = qm_sign_key(p->seed);
+      for (uint32_t j = 0; j < (uint32_t)b; j++) r->signs[j] = qm_sign_mask(sk, j);
+    }
   }
+  r->fpenv = fpenv_enter();
   return qcclSuccess;
 }
 
 static void run_fini(quant_run_t* r) {
+  fpenv_leave(r->fpenv);
   free(r->mem);
 }
 
@@ -105,7 +131,7 @@ static void wr_f32(unsigned char* p, float v) {
   memcpy(p, &v, sizeof v);
 }
 
-static int finite(float v) {
+static int is_finite(float v) {
   return v - v == 0.0f;
 }
 
@@ -114,28 +140,20 @@ static void encode_block(const quant_kernels_t* k, const quant_ctx_t* c, const f
                          uint64_t idx, float* scale, float* lo, uint8_t* codes) {
   quant_stats_t st;
   k->stats(x, nr, c->asym, &st);
-  qm_block_t b = c->asym ? qm_block_asym(st.mn, st.mx, st.amax, c->bits)
-                         : qm_block_sym(st.amax, c->bits);
+  qm_block_t b = quant_block_from_stats(c, &st);
   *scale = b.scale;
   *lo = b.lo;
-  if (b.kind == QM_ZERO || b.kind == QM_OVERFLOW) {
-    memset(codes, 0, qm_code_bytes((size_t)nr, c->bits));
-  } else if (b.kind == QM_TINY ||
-             (c->stochastic && (idx >> 32) != ((idx + (uint64_t)nr - 1) >> 32))) {
-    quant_kernels_scalar.encode(c, &b, x, nr, idx, codes);
-  } else {
-    k->encode(c, &b, x, nr, idx, codes);
-  }
+  quant_emit_block(k->encode, c, &b, x, nr, idx, codes);
 }
 
 static void fill_nan(void* dst, size_t n, qcclDataType_t t) {
-  float nan = qccl_bits_f32(QM_QNAN_BITS);
+  float qnan = qccl_bits_f32(QM_QNAN_BITS);
   unsigned char* d = (unsigned char*)dst;
   if (t == qcclFloat32) {
-    for (size_t i = 0; i < n; i++) memcpy(d + 4 * i, &nan, 4);
+    for (size_t i = 0; i < n; i++) memcpy(d + 4 * i, &qnan, 4);
     return;
   }
-  uint16_t h = t == qcclFloat16 ? qccl_f32_to_f16(nan) : qccl_f32_to_bf16(nan);
+  uint16_t h = t == qcclFloat16 ? qccl_f32_to_f16(qnan) : qccl_f32_to_bf16(qnan);
   for (size_t i = 0; i < n; i++) memcpy(d + 2 * i, &h, 2);
 }
 
@@ -159,7 +177,14 @@ qcclResult_t quant_quantize(quant_isa_t isa, const quant_params_t* p, const void
   uint8_t* codes = d + r.hdr;
   size_t es = type_size(type), bsz = (size_t)p->block;
   size_t cb = qm_block_code_bytes(p->block, p->bits);
-  for (size_t b = 0; b < r.nb; b++) {
+  size_t b = 0;
+  r.c.stream = qm_chunk_bytes(n, p->block, p->bits, p->asym, p->rotate) >= QUANT_STREAM_BYTES;
+  if (r.tmp == NULL && r.k->quantize_f32 != NULL) {
+    b = n / bsz; /* the full blocks */
+    r.k->quantize_f32(&r.c, (const float*)src, b, p->index0, d, p->asym ? d + 4 * r.nb : NULL,
+                      codes);
+  }
+  for (; b < r.nb; b++) {
     size_t first = b * bsz;
     int nr = (int)(n - first < bsz ? n - first : bsz);
     const float* x = (const float*)(const void*)(s + first * es);
@@ -178,6 +203,7 @@ qcclResult_t quant_quantize(quant_isa_t isa, const quant_params_t* p, const void
     wr_f32(d + 4 * b, scale);
     if (p->asym) wr_f32(d + 4 * (r.nb + b), lo);
   }
+  if (r.c.stream && r.k->fence != NULL) r.k->fence();
   if (n > 0) pad_chunk(d, n, p);
   run_fini(&r);
   return qcclSuccess;
@@ -186,9 +212,7 @@ qcclResult_t quant_quantize(quant_isa_t isa, const quant_params_t* p, const void
 /* Reads the scale and minimum of block b; returns 0 for an overflow block. */
 static int block_params(const unsigned char* s, const quant_run_t* r, size_t b, float* scale,
                         float* lo) {
-  *scale = rd_f32(s + 4 * b);
-  *lo = r->c.asym ? rd_f32(s + 4 * (r->nb + b)) : 0.0f;
-  return finite(*scale) && finite(*lo);
+  return quant_block_params(s, r->c.asym ? s + 4 * r->nb : NULL, b, scale, lo);
 }
 
 /* Values of block b of a rotated chunk, back in the original domain, in tmp. */
@@ -211,7 +235,12 @@ qcclResult_t quant_dequantize(quant_isa_t isa, const quant_params_t* p, const vo
   size_t es = type_size(type), bsz = (size_t)p->block;
   size_t cb = qm_block_code_bytes(p->block, p->bits);
   int stream = n * es >= QUANT_STREAM_BYTES;
-  for (size_t b = 0; b < r.nb; b++) {
+  size_t b = 0;
+  if (r.tmp == NULL && r.k->dequantize_f32 != NULL) {
+    b = n / bsz; /* the full blocks */
+    r.k->dequantize_f32(&r.c, s, p->asym ? s + 4 * r.nb : NULL, codes, b, (float*)dst, stream);
+  }
+  for (; b < r.nb; b++) {
     size_t first = b * bsz;
     int nr = (int)(n - first < bsz ? n - first : bsz);
     float scale, lo;
@@ -264,8 +293,7 @@ qcclResult_t quant_reduce_requant(quant_isa_t isa, const quant_params_t* in,
   quant_run_t ri, ro;
   QCCL_CHECK(params_check(out));
   QCCL_CHECK(params_check(in));
-  if (in->block != out->block || in->rotate != out->rotate ||
-      (in->rotate && in->seed != out->seed))
+  if (in->block != out->block || in->rotate != out->rotate || (in->rotate && in->seed != out->seed))
     return QCCL_ERR(qcclInvalidArgument,
                     "quant: in and out specs differ in block, rotate or rotation seed");
   if (k < 1) return QCCL_ERR(qcclInvalidArgument, "quant: k %d is not positive", k);
@@ -311,7 +339,7 @@ qcclResult_t quant_reduce_requant(quant_isa_t isa, const quant_params_t* in,
       memset(oc, 0, qm_code_bytes((size_t)ne, out->bits));
     }
     if (residual != NULL) {
-      if (finite(scale) && finite(lo)) {
+      if (is_finite(scale) && is_finite(lo)) {
         ro.k->decode(&ro.c, scale, out->asym ? lo : 0.0f, oc, ne, ri.tmp2, 0);
         ro.k->sub(residual + first, ri.tmp, ri.tmp2, ne);
       } else {
@@ -327,11 +355,10 @@ qcclResult_t quant_reduce_requant(quant_isa_t isa, const quant_params_t* in,
   return qcclSuccess;
 }
 
-qcclResult_t quant_error_bound(const quant_params_t* p, const void* src, size_t n,
-                               float* per_block, float* max_bound) {
+qcclResult_t quant_error_bound(const quant_params_t* p, const void* src, size_t n, float* per_block,
+                               float* max_bound) {
   QCCL_CHECK(params_check(p));
-  if (n > QUANT_MAX_COUNT)
-    return QCCL_ERR(qcclInvalidArgument, "quant: count %zu is too large", n);
+  if (n > QUANT_MAX_COUNT) return QCCL_ERR(qcclInvalidArgument, "quant: count %zu is too large", n);
   const unsigned char* s = (const unsigned char*)src;
   size_t nb = qm_nblocks(n, p->block);
   float mx = 0.0f;

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "qccl.h"
 #include "quant/quant.h"
@@ -26,6 +27,7 @@ typedef struct quant_ctx {
   int block;      /* B */
   int qmax;       /* qm_qmax(bits, asym) */
   qm_key_t key;   /* stochastic-rounding key of (seed, rank) */
+  int stream;     /* encoders may write codes with non-temporal stores */
 } quant_ctx_t;
 
 /* The statistics of a block that decide its parameters. */
@@ -66,9 +68,99 @@ typedef struct quant_kernels {
   void (*store)(const float* src, size_t n, qcclDataType_t type, void* dst, int stream);
   /* Orders non-temporal stores before later ones (may be NULL). */
   void (*fence)(void);
+  /* Optional fast paths (NULL: the drivers loop over the kernels above):
+   * nblocks full blocks of f32 without rotation, with the same results as
+   * quant_encode_block / quant_decode_block per block. */
+  void (*quantize_f32)(const quant_ctx_t* c, const float* x, size_t nblocks, uint64_t idx,
+                       unsigned char* scales, unsigned char* mins, uint8_t* codes);
+  void (*dequantize_f32)(const quant_ctx_t* c, const unsigned char* scales,
+                         const unsigned char* mins, const uint8_t* codes, size_t nblocks,
+                         float* out, int stream);
 } quant_kernels_t;
 
 extern const quant_kernels_t quant_kernels_scalar;
+
+typedef void (*quant_stats_fn)(const float* x, int nr, int asym, quant_stats_t* st);
+typedef void (*quant_encode_fn)(const quant_ctx_t* c, const qm_block_t* b, const float* x, int nr,
+                                uint64_t idx, uint8_t* codes);
+typedef void (*quant_decode_fn)(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes,
+                                int nr, float* out, int stream);
+
+/* The parameters of a block from its statistics. */
+static inline qm_block_t quant_block_from_stats(const quant_ctx_t* c, const quant_stats_t* st) {
+  return c->asym ? qm_block_asym(st->mn, st->mx, st->amax, c->bits)
+                 : qm_block_sym(st->amax, c->bits);
+}
+
+/* The codes of a block with parameters b, the special blocks handled here
+ * for every ISA: zero-range and overflow blocks get zero codes; tiny
+ * blocks, and stochastic blocks whose generator index crosses a multiple of
+ * 2^32, take the scalar encoder. */
+static inline __attribute__((always_inline)) void quant_emit_block(quant_encode_fn encode,
+                                                                   const quant_ctx_t* c,
+                                                                   const qm_block_t* b,
+                                                                   const float* x, int nr,
+                                                                   uint64_t idx, uint8_t* codes) {
+  if (b->kind == QM_ZERO || b->kind == QM_OVERFLOW) {
+    memset(codes, 0, qm_code_bytes((size_t)nr, c->bits));
+  } else if (b->kind == QM_TINY ||
+             (c->stochastic && (idx >> 32) != ((idx + (uint64_t)nr - 1) >> 32))) {
+    quant_kernels_scalar.encode(c, b, x, nr, idx, codes);
+  } else {
+    encode(c, b, x, nr, idx, codes);
+  }
+}
+
+/* Full f32 blocks without rotation, software-pipelined: the statistics and
+ * parameters (two divisions) of block b + 1 are computed before the codes of
+ * block b, so their latency overlaps the encoding. */
+static inline __attribute__((always_inline)) void quant_encode_blocks(
+    quant_stats_fn stats, quant_encode_fn encode, const quant_ctx_t* c, const float* x,
+    size_t nblocks, uint64_t idx, unsigned char* scales, unsigned char* mins, uint8_t* codes) {
+  size_t bs = (size_t)c->block, cb = qm_block_code_bytes(c->block, c->bits);
+  quant_stats_t st;
+  if (nblocks == 0) return;
+  stats(x, c->block, c->asym, &st);
+  qm_block_t cur = quant_block_from_stats(c, &st);
+  for (size_t b = 0; b < nblocks; b++) {
+    qm_block_t next = cur;
+    if (b + 1 < nblocks) {
+      stats(x + (b + 1) * bs, c->block, c->asym, &st);
+      next = quant_block_from_stats(c, &st);
+    }
+    memcpy(scales + 4 * b, &cur.scale, 4);
+    if (mins != NULL) memcpy(mins + 4 * b, &cur.lo, 4);
+    quant_emit_block(encode, c, &cur, x + b * bs, c->block, idx + b * bs, codes + b * cb);
+    cur = next;
+  }
+}
+
+/* The scale and minimum of block b of a chunk with nb blocks (mins NULL when
+ * symmetric); returns 0 for an overflow block (a non-finite scale or min). */
+static inline int quant_block_params(const unsigned char* scales, const unsigned char* mins,
+                                     size_t b, float* scale, float* lo) {
+  memcpy(scale, scales + 4 * b, 4);
+  *lo = 0.0f;
+  if (mins != NULL) memcpy(lo, mins + 4 * b, 4);
+  return *scale - *scale == 0.0f && *lo - *lo == 0.0f;
+}
+
+/* Full f32 blocks of a chunk without rotation: an overflow block gives NaN. */
+static inline __attribute__((always_inline)) void quant_decode_blocks(
+    quant_decode_fn decode, const quant_ctx_t* c, const unsigned char* scales,
+    const unsigned char* mins, const uint8_t* codes, size_t nblocks, float* out, int stream) {
+  size_t cb = qm_block_code_bytes(c->block, c->bits);
+  for (size_t b = 0; b < nblocks; b++) {
+    float scale, lo;
+    float* o = out + b * (size_t)c->block;
+    if (quant_block_params(scales, mins, b, &scale, &lo)) {
+      decode(c, scale, lo, codes + b * cb, c->block, o, stream);
+    } else {
+      float qnan = qccl_bits_f32(QM_QNAN_BITS);
+      for (int i = 0; i < c->block; i++) memcpy(o + i, &qnan, 4);
+    }
+  }
+}
 #if defined(QUANT_X86)
 extern const quant_kernels_t quant_kernels_avx2;
 extern const quant_kernels_t quant_kernels_avx512;

@@ -96,8 +96,7 @@ static void choose(void) {
 
 int quant_isa_available(quant_isa_t isa) {
   pthread_once(&quant_cpu.once, choose);
-  return (unsigned)isa < QUANT_ISA_COUNT && quant_cpu.available[isa] &&
-         quant_kernels(isa) != NULL;
+  return (unsigned)isa < QUANT_ISA_COUNT && quant_cpu.available[isa] && quant_kernels(isa) != NULL;
 }
 
 qcclResult_t quant_isa_default(quant_isa_t* isa) {

@@ -47,13 +47,13 @@
 #define QM_VERSION 1
 #define QM_BLOCK_MIN 32
 #define QM_BLOCK_MAX 4096
-#define QM_ALIGN 16                 /* header and chunk padding */
-#define QM_LIMIT_BITS 0x7e800000u   /* 2^126: |x| at or above it is an overflow */
-#define QM_TINY_BITS 0x0d800000u    /* 2^-100: smaller ranges are prescaled */
-#define QM_PRESCALE 0x1p64f         /* 2^64 */
-#define QM_QNAN_BITS 0x7fc00000u    /* the NaN every implementation writes */
-#define QM_U_SCALE 0x1p-24f         /* 24-bit uniform -> [0, 1) */
-#define QM_RNE_MAGIC 12582912.0f    /* 1.5 * 2^23 */
+#define QM_ALIGN 16               /* header and chunk padding */
+#define QM_LIMIT_BITS 0x7e800000u /* 2^126: |x| at or above it is an overflow */
+#define QM_TINY_BITS 0x0d800000u  /* 2^-100: smaller ranges are prescaled */
+#define QM_PRESCALE 0x1p64f       /* 2^64 */
+#define QM_QNAN_BITS 0x7fc00000u  /* the NaN every implementation writes */
+#define QM_U_SCALE 0x1p-24f       /* 24-bit uniform -> [0, 1) */
+#define QM_RNE_MAGIC 12582912.0f  /* 1.5 * 2^23 */
 
 /* ---- layout: a pure function of (n, B, bits, mode, rotation) ---------- */
 
@@ -149,7 +149,7 @@ QCCL_HD uint32_t qm_sr_bits(qm_key_t k, uint64_t idx) {
 
 /* u in [0, 1), exact in f32. */
 QCCL_HD float qm_sr_u(qm_key_t k, uint64_t idx) {
-  return (float)qm_sr_bits(k, idx) * QM_U_SCALE;
+  return QM_MUL((float)qm_sr_bits(k, idx), QM_U_SCALE);
 }
 
 /* Key of the rotation signs: depends on the seed only (never the rank), so

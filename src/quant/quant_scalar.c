@@ -68,8 +68,8 @@ static void sc_decode(const quant_ctx_t* c, float scale, float lo, const uint8_t
     sc_st(out + i, qm_value(qm_get_code(codes, (size_t)i, c->bits, c->asym), scale, lo, c->asym));
 }
 
-static void sc_decode_acc(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes,
-                          int nr, float* acc) {
+static void sc_decode_acc(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes, int nr,
+                          float* acc) {
   for (int i = 0; i < nr; i++) {
     float v = qm_value(qm_get_code(codes, (size_t)i, c->bits, c->asym), scale, lo, c->asym);
     sc_st(acc + i, QM_ADD(sc_ld(acc + i), v));
@@ -146,6 +146,6 @@ static void sc_store(const float* src, size_t n, qcclDataType_t type, void* dst,
 }
 
 const quant_kernels_t quant_kernels_scalar = {
-    sc_stats, sc_encode, sc_decode, sc_decode_acc, sc_fwht, sc_flip,
-    sc_mul,   sc_add,    sc_sub,    sc_load,       sc_store, NULL,
+    sc_stats, sc_encode, sc_decode, sc_decode_acc, sc_fwht, sc_flip, sc_mul,
+    sc_add,   sc_sub,    sc_load,   sc_store,      NULL,    NULL,    NULL,
 };

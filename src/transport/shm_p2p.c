@@ -1,22 +1,38 @@
 /*
- * shm_p2p.c - point-to-point byte streams through the node's segment.
+ * shm_p2p.c - point-to-point messages through the node's segment.
  *
  * Each ordered pair (src, dst) owns a ring of chan_bytes (a power of two)
  * and two counters on separate cache lines: head (bytes the sender wrote)
- * and tail (bytes the receiver consumed). The sender copies into the free
- * part of the ring and publishes head with release order; the receiver
- * copies out what is between tail and head and publishes tail. Each byte
- * crosses memory twice (copy in, copy out); a ring of 256 KiB stays in
- * cache, so a long message streams at copy speed.
+ * and tail (bytes the receiver consumed). A message is a 16-byte header
+ * (magic, byte count) and its payload, pushed into the ring as space frees
+ * up; the receiver checks the header against its own size, so a mismatch
+ * is an error, not corruption. Each byte crosses memory twice (copy in,
+ * copy out); a ring of 256 KiB stays in cache, so a long message streams
+ * at copy speed. Requests make progress only inside test(); the caller
+ * tests a request only after the earlier one of the same pair and
+ * direction completed (sendrecv.c), which keeps the stream in order.
  */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/err.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
-static size_t shm_p2p_push(void* ctx, int peer, const void* buf, size_t n) {
-  shm_t* s = ctx;
+#define P2P_MAGIC 0x50325051u /* "QP2P" */
+#define P2P_HDR 16
+
+typedef struct {
+  int send;
+  int peer;
+  char* buf;
+  size_t bytes; /* payload */
+  size_t done;  /* header + payload bytes moved */
+  unsigned char hdr[P2P_HDR];
+} shm_req_t;
+
+static size_t shm_push(shm_t* s, int peer, const void* buf, size_t n) {
   shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, peer);
   char* ring = shm_chan_data(s, s->rank, peer);
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
@@ -32,8 +48,7 @@ static size_t shm_p2p_push(void* ctx, int peer, const void* buf, size_t n) {
   return k;
 }
 
-static size_t shm_p2p_pull(void* ctx, int peer, void* buf, size_t n) {
-  shm_t* s = ctx;
+static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
   shm_chan_ctrl_t* c = shm_chan_ctrl(s, peer, s->rank);
   const char* ring = shm_chan_data(s, peer, s->rank);
   uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
@@ -49,8 +64,91 @@ static size_t shm_p2p_pull(void* ctx, int peer, void* buf, size_t n) {
   return k;
 }
 
-static qcclResult_t shm_p2p_check(void* ctx, int peer) {
+static qcclResult_t shm_post_req(int send, int peer, void* buf, size_t n, void** req) {
+  shm_req_t* q = calloc(1, sizeof *q);
+  if (!q) return QCCL_ERR(qcclSystemError, "out of memory");
+  q->send = send;
+  q->peer = peer;
+  q->buf = buf;
+  q->bytes = n;
+  uint32_t m = P2P_MAGIC, z = 0;
+  uint64_t b = n;
+  memcpy(q->hdr, &m, 4);
+  memcpy(q->hdr + 4, &z, 4);
+  memcpy(q->hdr + 8, &b, 8);
+  *req = q;
+  return qcclSuccess;
+}
+
+static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, void** req) {
+  (void)ctx;
+  return shm_post_req(1, peer, (void*)buf, n, req);
+}
+
+static qcclResult_t shm_irecv(void* ctx, int peer, void* buf, size_t n, void** req) {
+  (void)ctx;
+  return shm_post_req(0, peer, buf, n, req);
+}
+
+/* The receiver's check of a complete header. */
+static qcclResult_t shm_check_header(shm_t* s, const shm_req_t* q) {
+  uint32_t m;
+  uint64_t b;
+  memcpy(&m, q->hdr, 4);
+  memcpy(&b, q->hdr + 8, 8);
+  if (m != P2P_MAGIC)
+    return QCCL_ERR(qcclInternalError, "corrupt message header from rank %d", q->peer);
+  if (b != q->bytes)
+    return QCCL_ERR(qcclInvalidUsage,
+                    "rank %d sent %llu bytes but the matching receive on rank %d expects %zu "
+                    "(count or datatype differ)",
+                    q->peer, (unsigned long long)b, s->rank, q->bytes);
+  return qcclSuccess;
+}
+
+static qcclResult_t shm_test(void* ctx, void* req, int* done) {
+  shm_t* s = ctx;
+  shm_req_t* q = req;
+  size_t total = P2P_HDR + q->bytes;
+  while (q->done < total) {
+    size_t k;
+    if (q->done < P2P_HDR) {
+      k = q->send ? shm_push(s, q->peer, q->hdr + q->done, P2P_HDR - q->done)
+                  : shm_pull(s, q->peer, q->hdr + q->done, P2P_HDR - q->done);
+      if (!q->send && k > 0 && q->done + k == P2P_HDR) {
+        qcclResult_t r = shm_check_header(s, q);
+        if (r != qcclSuccess) {
+          free(q);
+          return r;
+        }
+      }
+    } else {
+      char* p = q->buf + (q->done - P2P_HDR);
+      k = q->send ? shm_push(s, q->peer, p, total - q->done)
+                  : shm_pull(s, q->peer, p, total - q->done);
+    }
+    if (k == 0) break;
+    q->done += k;
+  }
+  *done = q->done == total;
+  if (*done) free(q);
+  return qcclSuccess;
+}
+
+static size_t shm_moved(void* ctx, void* req) {
+  (void)ctx;
+  shm_req_t* q = req;
+  return q->done > P2P_HDR ? q->done - P2P_HDR : 0;
+}
+
+static void shm_cancel(void* ctx, void* req) {
+  (void)ctx;
+  free(req);
+}
+
+static qcclResult_t shm_check(void* ctx, int peer) {
   return shm_check_peers(ctx, peer);
 }
 
-const transport_ops_t shm_p2p_ops = {"shm", shm_p2p_push, shm_p2p_pull, shm_p2p_check};
+const transport_ops_t shm_p2p_ops = {"shm",     shm_isend,  shm_irecv, shm_test,
+                                     shm_moved, shm_cancel, shm_check};

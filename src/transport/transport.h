@@ -1,8 +1,14 @@
 /*
- * transport.h - the point-to-point transport interface: a byte stream per
- * ordered pair of ranks, pushed and pulled without blocking, so one
- * progress loop can drive many transfers at once. One implementation per
- * file: shm_p2p.c (same host); UCX (across hosts) plugs in here later.
+ * transport.h - the point-to-point transport interface.
+ *
+ * One small vtable, one implementation per file: shm_p2p.c (ranks of one
+ * host, through the node's segment) and ucx.c (ranks of other hosts). A
+ * transfer is one message: isend / irecv post it and return a request at
+ * once; test() makes progress and reports completion; nothing blocks, so
+ * one loop can drive many transfers (a group, a ring step) together.
+ * Messages between one pair of ranks in one direction are matched in
+ * posting order, and a receive whose size differs from the matching send
+ * fails with qcclInvalidUsage (never silent truncation).
  */
 #ifndef QCCL_TRANSPORT_TRANSPORT_H_
 #define QCCL_TRANSPORT_TRANSPORT_H_
@@ -13,17 +19,26 @@
 
 typedef struct {
   const char* name;
-  /* Copies up to n bytes of buf into the stream to peer; returns the
-   * number accepted (0 when the stream is full). Never blocks. */
-  size_t (*push)(void* ctx, int peer, const void* buf, size_t n);
-  /* Copies up to n bytes from the stream of peer into buf; returns the
-   * number copied (0 when nothing is there). Never blocks. */
-  size_t (*pull)(void* ctx, int peer, void* buf, size_t n);
-  /* qcclSuccess while peer is alive and the link works. */
+  /* Posts a message of n bytes from buf to peer; buf must stay untouched
+   * until the request completes. *req is set on success. */
+  qcclResult_t (*isend)(void* ctx, int peer, const void* buf, size_t n, void** req);
+  /* Posts the receive of a message of exactly n bytes from peer into buf. */
+  qcclResult_t (*irecv)(void* ctx, int peer, void* buf, size_t n, void** req);
+  /* Makes progress on req; *done = 1 when complete, and req is freed. On
+   * error req is freed too. */
+  qcclResult_t (*test)(void* ctx, void* req, int* done);
+  /* Bytes req has moved so far (for progress reports). */
+  size_t (*moved)(void* ctx, void* req);
+  /* Frees an incomplete request (after an error elsewhere). */
+  void (*cancel)(void* ctx, void* req);
+  /* qcclSuccess while peer is alive and reachable. */
   qcclResult_t (*check)(void* ctx, int peer);
 } transport_ops_t;
 
 /* The shared-memory transport; ctx is the communicator's shm_t. */
 extern const transport_ops_t shm_p2p_ops;
+
+/* The UCX transport; ctx is a ucx_t (transport/ucx.h). */
+extern const transport_ops_t ucx_p2p_ops;
 
 #endif /* QCCL_TRANSPORT_TRANSPORT_H_ */

@@ -1,2 +1,0 @@
-/* placeholder: replaced by the quantization kernels */
-typedef int quant_placeholder_t;
