@@ -176,8 +176,35 @@ qcclResult_t qcclBarrier(qcclComm_t comm, qcclStream_t stream) {
   return api_submit(comm, &a, stream);
 }
 
+/* Communicators that span hosts: algorithms over point-to-point. */
+static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
+  switch (a->kind) {
+    case COLL_ALLREDUCE:
+      return flat_allreduce(comm, a);
+    case COLL_BROADCAST:
+      return flat_broadcast(comm, a);
+    case COLL_REDUCE:
+      return flat_reduce(comm, a);
+    case COLL_ALLGATHER:
+      return flat_allgather(comm, a);
+    case COLL_REDUCESCATTER:
+      return flat_reducescatter(comm, a);
+    case COLL_ALLTOALL:
+      return flat_alltoall(comm, a);
+    case COLL_GATHER:
+      return flat_gather(comm, a);
+    case COLL_SCATTER:
+      return flat_scatter(comm, a);
+    case COLL_BARRIER:
+      return flat_barrier(comm);
+    default:
+      return QCCL_ERR(qcclInternalError, "coll_run: kind %d is not a collective", (int)a->kind);
+  }
+}
+
 qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
   qcclResult_t r;
+  if (comm->nnodes > 1) return comm_fail(comm, coll_run_flat(comm, a));
   switch (a->kind) {
     case COLL_ALLREDUCE:
       r = coll_allreduce(comm, a);

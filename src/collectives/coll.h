@@ -58,10 +58,42 @@ struct qcclComm {
   qcclResult_t async_error; /* sticky: a timeout or a remote failure */
   char name[64];
   char last_error[QCCL_LAST_ERROR_BYTES];
-  /* the point-to-point transport reaching each peer, and its context */
+  /* the point-to-point transport reaching each peer, its context, and the
+   * peer's index in that context (its local rank for shm) */
   const transport_ops_t** peer_ops;
   void** peer_ctx;
+  int* peer_idx;
+  uint32_t spin; /* busy iterations before yielding while waiting */
+  /* placement: node of every rank (numbered by first appearance) */
+  int nnodes;
+  int* node_of;
+  /* a communicator spanning hosts: the ranks of this host (shm) and UCX */
+  struct qcclComm* node;
+  struct ucx* ucx;
+  /* scratch for algorithms over point-to-point, grown on demand and kept */
+  void* scratch[2];
+  size_t scratch_bytes[2];
 };
+
+/* Scratch buffer `which` (0 or 1) of at least bytes, owned by comm and
+ * kept across calls. */
+qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out);
+
+/* Sends sbytes to peer `to` while receiving rbytes from `from` (either may
+ * be -1 for none), progressing both. */
+qcclResult_t p2p_sendrecv(qcclComm_t comm, int to, const void* sbuf, size_t sbytes, int from,
+                          void* rbuf, size_t rbytes);
+
+/* Algorithms over point-to-point for communicators that span hosts. */
+qcclResult_t flat_allreduce(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_reduce(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_allgather(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_reducescatter(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_broadcast(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_gather(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_scatter(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_alltoall(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t flat_barrier(qcclComm_t comm);
 
 /* Records the failure of a call on comm: copies the thread's last error into
  * the communicator and, for failures that break it (timeout, remote, system,

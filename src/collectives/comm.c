@@ -19,6 +19,9 @@
 #include "core/log.h"
 #include "qccl_config.h"
 #include "topology/host.h"
+#if QCCL_HAVE_UCX
+#include "transport/ucx.h"
+#endif
 
 #define COMM_DEFAULT_TIMEOUT 600.0
 
@@ -75,7 +78,107 @@ qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
   return qcclSuccess;
 }
 
-/* Everything after the bootstrap: host check and shared memory. Takes
+/* Frees whatever of c exists (also a half-built one). */
+static void comm_free_parts(qcclComm_t c) {
+  if (c->node) {
+    c->node->magic = COMM_DEAD;
+    comm_free_parts(c->node);
+  } else {
+    shm_close(c->shm);
+  }
+#if QCCL_HAVE_UCX
+  ucx_close(c->ucx);
+#endif
+  boot_close(c->boot);
+  free(c->peer_ops);
+  free(c->peer_ctx);
+  free(c->peer_idx);
+  free(c->node_of);
+  free(c->scratch[0]);
+  free(c->scratch[1]);
+  free(c);
+}
+
+qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out) {
+  if (bytes > comm->scratch_bytes[which]) {
+    void* p = realloc(comm->scratch[which], bytes);
+    if (!p) return QCCL_ERR(qcclSystemError, "out of memory (%zu bytes of scratch)", bytes);
+    comm->scratch[which] = p;
+    comm->scratch_bytes[which] = bytes;
+  }
+  *out = comm->scratch[which];
+  return qcclSuccess;
+}
+
+/* Numbers the hosts by first appearance: node_of[i] for every rank. */
+static int comm_place(comm_peer_info_t* peers, int n, int* node_of) {
+  int nnodes = 0;
+  for (int i = 0; i < n; i++) {
+    peers[i].host[sizeof peers[i].host - 1] = '\0';
+    node_of[i] = -1;
+    for (int j = 0; j < i && node_of[i] < 0; j++)
+      if (strcmp(peers[i].host, peers[j].host) == 0) node_of[i] = node_of[j];
+    if (node_of[i] < 0) node_of[i] = nnodes++;
+  }
+  return nnodes;
+}
+
+static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConfig_t* config,
+                               qcclComm_t* out);
+
+/* Transports of a communicator on one host: everything through its segment. */
+static qcclResult_t comm_connect_local(qcclComm_t c) {
+  QCCL_CHECK(shm_open_segment(c->boot, c->timeout, c->ncores, &c->shm));
+  c->spin = c->shm->spin;
+  for (int i = 0; i < c->nranks; i++) {
+    c->peer_ops[i] = &shm_p2p_ops;
+    c->peer_ctx[i] = c->shm;
+    c->peer_idx[i] = i;
+  }
+  return qcclSuccess;
+}
+
+/* Transports of a communicator across hosts: the ranks of this host form an
+ * internal node communicator (shared memory); the others are reached
+ * through UCX. */
+static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* peers,
+                                        const qcclConfig_t* config) {
+#if QCCL_HAVE_UCX
+  bootstrap_t* nb;
+  QCCL_CHECK(boot_split(c->boot, c->node_of[c->rank], c->rank, &nb));
+  QCCL_CHECK(comm_build(nb, c->timeout, config, &c->node));
+  int* remote = calloc((size_t)c->nranks, sizeof *remote);
+  if (!remote) return QCCL_ERR(qcclSystemError, "out of memory");
+  for (int i = 0; i < c->nranks; i++) remote[i] = c->node_of[i] != c->node_of[c->rank];
+  qcclResult_t r = ucx_open(c->boot, remote, c->timeout, &c->ucx);
+  free(remote);
+  if (r != qcclSuccess) return r;
+  c->spin = c->node->spin;
+  for (int i = 0, local = 0; i < c->nranks; i++) {
+    if (c->node_of[i] == c->node_of[c->rank]) {
+      c->peer_ops[i] = &shm_p2p_ops;
+      c->peer_ctx[i] = c->node->shm;
+      c->peer_idx[i] = local++;
+    } else {
+      c->peer_ops[i] = &ucx_p2p_ops;
+      c->peer_ctx[i] = c->ucx;
+      c->peer_idx[i] = i;
+    }
+  }
+  (void)peers;
+  return qcclSuccess;
+#else
+  (void)config;
+  int other = 0;
+  while (c->node_of[other] == c->node_of[0]) other++;
+  return QCCL_ERR(qcclInvalidUsage,
+                  "ranks span several hosts (rank 0 on '%s', rank %d on '%s'), but this build of "
+                  "qccl has no inter-node transport (build with UCX: libucx-dev)",
+                  peers[0].host, other, peers[other].host);
+#endif
+}
+
+/* Everything after the bootstrap: placement, shared memory, UCX. Takes
  * ownership of boot. */
 static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConfig_t* config,
                                qcclComm_t* out) {
@@ -91,8 +194,13 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   c->nranks = boot_nranks(boot);
   c->timeout = timeout;
   snprintf(c->name, sizeof c->name, "%s", config && config->commName ? config->commName : "qccl");
-  peers = calloc((size_t)c->nranks, sizeof *peers);
-  if (!peers) {
+  size_t w = (size_t)c->nranks;
+  peers = calloc(w, sizeof *peers);
+  c->peer_ops = calloc(w, sizeof *c->peer_ops);
+  c->peer_ctx = calloc(w, sizeof *c->peer_ctx);
+  c->peer_idx = calloc(w, sizeof *c->peer_idx);
+  c->node_of = calloc(w, sizeof *c->node_of);
+  if (!peers || !c->peer_ops || !c->peer_ctx || !c->peer_idx || !c->node_of) {
     r = QCCL_ERR(qcclSystemError, "out of memory");
     goto fail;
   }
@@ -104,40 +212,20 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   me->ncores = host.ncores;
   c->ncores = host.ncores;
   QCCL_CHECK_GOTO(boot_allgather(boot, peers, sizeof *peers), r, fail);
-  for (int i = 0; i < c->nranks; i++) {
-    peers[i].host[sizeof peers[i].host - 1] = '\0';
-    if (strcmp(peers[i].host, peers[0].host) != 0) {
-      r = QCCL_ERR(qcclInvalidUsage,
-                   "ranks span several hosts (rank 0 on '%s', rank %d on '%s'), but this build "
-                   "of qccl has no inter-node transport",
-                   peers[0].host, i, peers[i].host);
-      goto fail;
-    }
-  }
-  QCCL_CHECK_GOTO(shm_open_segment(boot, timeout, host.ncores, &c->shm), r, fail);
-  c->peer_ops = calloc((size_t)c->nranks, sizeof *c->peer_ops);
-  c->peer_ctx = calloc((size_t)c->nranks, sizeof *c->peer_ctx);
-  if (!c->peer_ops || !c->peer_ctx) {
-    r = QCCL_ERR(qcclSystemError, "out of memory");
-    goto fail;
-  }
-  for (int i = 0; i < c->nranks; i++) {
-    c->peer_ops[i] = &shm_p2p_ops;
-    c->peer_ctx[i] = c->shm;
-  }
+  c->nnodes = comm_place(peers, c->nranks, c->node_of);
+  if (c->nnodes == 1)
+    QCCL_CHECK_GOTO(comm_connect_local(c), r, fail);
+  else
+    QCCL_CHECK_GOTO(comm_connect_remote(c, peers, config), r, fail);
   c->magic = COMM_MAGIC;
-  QCCL_INFO(LOG_INIT, "comm %s rank %d/%d pid %d ready (timeout %.0f s)", c->name, c->rank,
-            c->nranks, (int)getpid(), timeout);
+  QCCL_INFO(LOG_INIT, "comm %s rank %d/%d pid %d on node %d of %d ready (timeout %.0f s)", c->name,
+            c->rank, c->nranks, (int)getpid(), c->node_of[c->rank], c->nnodes, timeout);
   free(peers);
   *out = c;
   return qcclSuccess;
 fail:
   free(peers);
-  free(c->peer_ops);
-  free(c->peer_ctx);
-  shm_close(c->shm);
-  boot_close(c->boot);
-  free(c);
+  comm_free_parts(c);
   return r;
 }
 
@@ -318,7 +406,8 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res) {
   if (res == qcclTimeout || res == qcclRemoteError || res == qcclSystemError ||
       res == qcclInternalError) {
     if (comm->async_error == qcclSuccess) comm->async_error = res;
-    if (comm->shm) shm_set_abort(comm->shm);
+    shm_t* s = comm->node ? comm->node->shm : comm->shm;
+    if (s) shm_set_abort(s);
   }
   return res;
 }
@@ -333,11 +422,7 @@ qcclResult_t qcclCommFinalize(qcclComm_t comm) {
 
 static void comm_free(qcclComm_t comm) {
   comm->magic = COMM_DEAD;
-  shm_close(comm->shm);
-  boot_close(comm->boot);
-  free(comm->peer_ops);
-  free(comm->peer_ctx);
-  free(comm);
+  comm_free_parts(comm);
 }
 
 qcclResult_t qcclCommDestroy(qcclComm_t comm) {
@@ -352,7 +437,8 @@ qcclResult_t qcclCommAbort(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
   QCCL_CHECK(comm_check(comm));
-  if (comm->shm) shm_set_abort(comm->shm);
+  shm_t* s = comm->node ? comm->node->shm : comm->shm;
+  if (s) shm_set_abort(s);
   comm_free(comm);
   return qcclSuccess;
 }

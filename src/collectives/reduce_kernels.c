@@ -95,3 +95,51 @@ void reduce_kernel(void* dst, const void* const* srcs, int k, size_t n, qcclData
                    qcclRedOp_t op, int avg_div) {
   rk_table[t][op](dst, srcs, k, n, op == qcclAvg ? avg_div : 0);
 }
+
+qcclDataType_t reduce_work_type(qcclDataType_t t) {
+  return (t == qcclFloat16 || t == qcclBfloat16 || t == qcclFloat8e4m3 || t == qcclFloat8e5m2)
+             ? qcclFloat32
+             : t;
+}
+
+void convert_to_f32(float* dst, const void* src, size_t n, qcclDataType_t t) {
+  const uint16_t* h = src;
+  const uint8_t* b = src;
+  for (size_t i = 0; i < n; i++) {
+    switch (t) {
+      case qcclFloat16:
+        dst[i] = qccl_f16_to_f32(h[i]);
+        break;
+      case qcclBfloat16:
+        dst[i] = qccl_bf16_to_f32(h[i]);
+        break;
+      case qcclFloat8e4m3:
+        dst[i] = qccl_e4m3_to_f32(b[i]);
+        break;
+      default:
+        dst[i] = qccl_e5m2_to_f32(b[i]);
+        break;
+    }
+  }
+}
+
+void convert_from_f32(void* dst, const float* src, size_t n, qcclDataType_t t) {
+  uint16_t* h = dst;
+  uint8_t* b = dst;
+  for (size_t i = 0; i < n; i++) {
+    switch (t) {
+      case qcclFloat16:
+        h[i] = qccl_f32_to_f16(src[i]);
+        break;
+      case qcclBfloat16:
+        h[i] = qccl_f32_to_bf16(src[i]);
+        break;
+      case qcclFloat8e4m3:
+        b[i] = qccl_f32_to_e4m3(src[i]);
+        break;
+      default:
+        b[i] = qccl_f32_to_e5m2(src[i]);
+        break;
+    }
+  }
+}

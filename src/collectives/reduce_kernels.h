@@ -19,4 +19,13 @@
 void reduce_kernel(void* dst, const void* const* srcs, int k, size_t n, qcclDataType_t t,
                    qcclRedOp_t op, int avg_div);
 
+/* The type reductions of t are computed in: qcclFloat32 for the narrow
+ * floats (f16, bf16, fp8), t itself otherwise. */
+qcclDataType_t reduce_work_type(qcclDataType_t t);
+
+/* Widens n elements of t into f32 / narrows f32 into t (round to nearest
+ * even, fp8 saturating), for t a narrow float. */
+void convert_to_f32(float* dst, const void* src, size_t n, qcclDataType_t t);
+void convert_from_f32(void* dst, const float* src, size_t n, qcclDataType_t t);
+
 #endif /* QCCL_COLLECTIVES_REDUCE_KERNELS_H_ */

@@ -34,9 +34,9 @@ static int p2p_same_stream(const coll_args_t* a, qcclComm_t ca, const coll_args_
 static qcclResult_t p2p_post(const coll_args_t* a, qcclComm_t c, p2p_state_t* st) {
   const transport_ops_t* t = c->peer_ops[a->root];
   size_t n = a->count * dtype_size(a->datatype);
-  if (a->kind == COLL_SEND)
-    return t->isend(c->peer_ctx[a->root], a->root, a->sendbuff, n, &st->req);
-  return t->irecv(c->peer_ctx[a->root], a->root, a->recvbuff, n, &st->req);
+  int idx = c->peer_idx[a->root];
+  if (a->kind == COLL_SEND) return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, &st->req);
+  return t->irecv(c->peer_ctx[a->root], idx, a->recvbuff, n, &st->req);
 }
 
 qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
@@ -53,7 +53,7 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
       }
   }
   backoff_t b;
-  backoff_init(&b, comms[0]->shm->spin);
+  backoff_init(&b, comms[0]->spin);
   double idle_since = clock_now();
   int left = n;
   while (left > 0) {
@@ -90,7 +90,7 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
     }
     if (left == 0) break;
     if (progress) {
-      backoff_init(&b, comms[0]->shm->spin);
+      backoff_init(&b, comms[0]->spin);
       idle_since = 0;
       continue;
     }
@@ -99,7 +99,8 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
     for (int i = 0; i < n; i++) {
       if (st[i].complete) continue;
       const coll_args_t* a = &ops[i];
-      r = comms[i]->peer_ops[a->root]->check(comms[i]->peer_ctx[a->root], a->root);
+      r = comms[i]->peer_ops[a->root]->check(comms[i]->peer_ctx[a->root],
+                                             comms[i]->peer_idx[a->root]);
       if (r != qcclSuccess) {
         failed = i;
         goto done;
@@ -131,4 +132,14 @@ done:
   }
   free(st);
   return qcclSuccess;
+}
+
+qcclResult_t p2p_sendrecv(qcclComm_t comm, int to, const void* sbuf, size_t sbytes, int from,
+                          void* rbuf, size_t rbytes) {
+  coll_args_t ops[2];
+  qcclComm_t comms[2] = {comm, comm};
+  int n = 0;
+  if (to >= 0) ops[n++] = (coll_args_t){COLL_SEND, sbuf, NULL, sbytes, qcclUint8, qcclSum, to};
+  if (from >= 0) ops[n++] = (coll_args_t){COLL_RECV, NULL, rbuf, rbytes, qcclUint8, qcclSum, from};
+  return n ? p2p_run(ops, comms, n) : qcclSuccess;
 }

@@ -1,0 +1,23 @@
+/*
+ * ucx.h - the inter-host transport over UCX's UCP tag API.
+ *
+ * One UCP context and worker per communicator that spans hosts; worker
+ * addresses travel over the bootstrap; an endpoint to every rank on another
+ * host. Only built when meson finds UCX (-Ducx=auto|enabled).
+ */
+#ifndef QCCL_TRANSPORT_UCX_H_
+#define QCCL_TRANSPORT_UCX_H_
+
+#include "core/bootstrap.h"
+#include "qccl.h"
+
+typedef struct ucx ucx_t;
+
+/* Collective over boot: every rank calls it. remote[i] != 0 for the ranks
+ * this one reaches through UCX (others get no endpoint). */
+qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_t** out);
+
+/* Flushes and closes the endpoints (bounded wait), frees everything. Local. */
+void ucx_close(ucx_t* u);
+
+#endif /* QCCL_TRANSPORT_UCX_H_ */
