@@ -1,14 +1,20 @@
 /*
  * qcclrun - the local launcher: runs N ranks of one job on this host.
  *
- *   qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]
+ *   qcclrun -n N [--timeout S] [--grace S] [--no-prefix]
+ *           [--nodes K [--link RATE] [--placement LIST] [--link-stats FILE]]
+ *           -- prog [args...]
+ *   qcclrun --cleanup
  *
- * Before the first fork it picks what the ranks share: a free TCP port (bind
- * port 0 on 127.0.0.1, read it back, close) and a secret of 16 random bytes
- * in hex, exported with WORLD_SIZE, LOCAL_WORLD_SIZE and MASTER_ADDR over any
- * inherited value. Each rank is fork+exec'd with RANK and LOCAL_RANK, stdin on
- * /dev/null, stdout and stderr on pipes, in a process group of its own so one
- * kill(-pgid) reaches it and all it spawned.
+ * Before the first fork it picks what the ranks share (run_net_job_env() in
+ * qcclrun_net.c): a free TCP port (bind port 0 on 127.0.0.1, read it back,
+ * close) and a secret of 16 random bytes in hex, exported with WORLD_SIZE,
+ * LOCAL_WORLD_SIZE and MASTER_ADDR over any inherited value. Each rank is
+ * fork+exec'd with RANK and LOCAL_RANK, stdin on /dev/null, stdout and stderr
+ * on pipes, in a process group of its own so one kill(-pgid) reaches it and
+ * all it spawned. With --nodes the ranks run on K simulated hosts
+ * (qcclrun_net.c): network namespaces joined by a bridge, optionally
+ * throttled, each rank entering its host between fork and exec.
  *
  * Then one single-threaded poll() loop does the rest:
  *  - it reads the pipes and writes whole lines only, each with a "[i] " prefix:
@@ -22,7 +28,8 @@
  *    --timeout, SIGINT, SIGTERM and SIGHUP go to term at once.
  * When every rank is reaped and its pipes are at EOF (or 1 s later, killing
  * the groups of descendants that still hold them), it removes
- * /dev/shm/qccl-<pid>-* of its ranks' pids and exits with 128+signal if it
+ * /dev/shm/qccl-<pid>-* of its ranks' pids, reports the simulated hosts' link
+ * counters and removes the hosts, and exits with 128+signal if it
  * was signalled, 124 on timeout, else the status of the first rank that
  * failed (not 0 or 77; 128+signal if killed), else 77 if a rank skipped, else
  * 0. Bad usage exits 2, a failure to start the job 1.
@@ -35,51 +42,30 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "qcclrun_net.h"
+#include "qcclrun_relay.h"
 
 #define RUN_MAX_RANKS 1024
 #define RUN_DEFAULT_GRACE_S 3.0
 #define RUN_MAX_SECONDS 1e7 /* --timeout / --grace upper bound */
 #define RUN_MIN_TIMEOUT_S 1e-3
-#define RUN_KILL_DELAY_S 2.0       /* SIGTERM, then SIGKILL this much later */
-#define RUN_DRAIN_S 1.0            /* wait for pipes after the last rank exited */
-#define RUN_LINE_FIRST_CAP 4096    /* first size of a stream's line buffer */
-#define RUN_LINE_MAX (1024 * 1024) /* a longer line is cut */
+#define RUN_KILL_DELAY_S 2.0 /* SIGTERM, then SIGKILL this much later */
+#define RUN_DRAIN_S 1.0      /* wait for pipes after the last rank exited */
 #define RUN_EXIT_START_FAILED 1
 #define RUN_EXIT_USAGE 2
 #define RUN_EXIT_SKIP 77
 #define RUN_EXIT_TIMEOUT 124
 #define RUN_EXIT_EXEC_FAILED 127
-
-typedef enum { RUN_OK = 0, RUN_HELP, RUN_ERR_USAGE, RUN_ERR_SYSTEM } run_result_t;
-
-#define RUN_CHECK(call)                                  \
-  do {                                                   \
-    run_result_t run_check_res_ = (call);                \
-    if (run_check_res_ != RUN_OK) return run_check_res_; \
-  } while (0)
-
-typedef struct {
-  int fd;   /* read end of the rank's pipe; -1 once at EOF */
-  int dest; /* STDOUT_FILENO or STDERR_FILENO */
-  int rank;
-  char* buf;
-  size_t len, cap;
-} run_stream_t;
 
 typedef struct {
   pid_t pid;   /* 0 until forked; also the process group id */
@@ -98,10 +84,13 @@ typedef struct {
   double grace_s;
   int prefix;
   char** argv; /* the program and its arguments, NULL-terminated */
+  run_net_opts_t net;
+  int cleanup; /* --cleanup: remove leftover namespaces, nothing else */
 } run_opts_t;
 
 typedef struct {
   run_opts_t opts;
+  run_net_t net; /* the simulated hosts, when opts.net.nhosts > 0 */
   run_rank_t* ranks;
   struct pollfd* pfds; /* [0]: the self-pipe, [1 + 2i]: rank i's stdout, [2 + 2i]: its stderr */
   int sig_pipe[2];
@@ -130,56 +119,27 @@ static double run_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Writes all of iov to fd. A reader that went away (EPIPE) silently drops the
- * output: the ranks must still be reaped and cleaned up. */
-static run_result_t run_write_all(int fd, const struct iovec* iov_in, int n) {
-  struct iovec iov[4];
-  int first = 0;
-  if (n > 4) return RUN_ERR_SYSTEM;
-  memcpy(iov, iov_in, (size_t)n * sizeof(iov[0]));
-  while (first < n) {
-    ssize_t w = writev(fd, iov + first, n - first);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        (void)poll(&p, 1, 100);
-        continue;
-      }
-      return RUN_OK;
-    }
-    while (first < n && (size_t)w >= iov[first].iov_len) w -= (ssize_t)iov[first++].iov_len;
-    if (first < n) {
-      iov[first].iov_base = (char*)iov[first].iov_base + w;
-      iov[first].iov_len -= (size_t)w;
-    }
-  }
-  return RUN_OK;
-}
-
-/* Writes one "qcclrun: ..." line on stderr in a single piece. */
-__attribute__((format(printf, 1, 2))) static run_result_t run_msg(const char* fmt, ...) {
-  char line[768];
-  va_list ap;
-  int len = snprintf(line, sizeof(line), "qcclrun: ");
-  va_start(ap, fmt);
-  vsnprintf(line + len, sizeof(line) - (size_t)len - 1, fmt, ap);
-  va_end(ap);
-  len = (int)strlen(line);
-  line[len++] = '\n';
-  struct iovec iov = {.iov_base = line, .iov_len = (size_t)len};
-  return run_write_all(STDERR_FILENO, &iov, 1);
-}
-
 static run_result_t run_usage(FILE* f) {
   fputs(
-      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]\n"
+      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix]\n"
+      "               [--nodes K [--link RATE] [--placement LIST] [--link-stats FILE]]\n"
+      "               -- prog [args...]\n"
+      "       qcclrun --cleanup\n"
       "Runs N ranks of prog here, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
       "MASTER_ADDR, MASTER_PORT (a free port) and QCCL_SECRET set for each.\n"
       "  -n N          number of ranks, 1..1024\n"
       "  --timeout S   kill the job after S seconds, exit 124 (default: none)\n"
       "  --grace S     seconds the others get after a rank failed (default 3)\n"
       "  --no-prefix   do not prefix output lines with \"[rank] \"\n"
+      "  --nodes K     run on K simulated hosts (as root: network namespaces on a\n"
+      "                bridge, own hostname and address; else one host with\n"
+      "                QCCL_HOST_ID split); sets QCCL_HOST_ID, QCCL_SOCKET_IFNAME,\n"
+      "                LOCAL_RANK per host and QCCLRUN_NETNS=1 (namespaces) or 0\n"
+      "  --link RATE   throttle every host's link with tc tbf, e.g. 100mbit, 1gbit\n"
+      "                (no delay: this kernel has no netem)\n"
+      "  --placement LIST  the host of each rank, e.g. 0,1,0,1 (default: blocks)\n"
+      "  --link-stats FILE  write each host's link byte counters as JSON at exit\n"
+      "  --cleanup     remove namespaces left by a qcclrun that was killed\n"
       "  -h, --help    print this help\n"
       "Exit: 0 if all ranks exit 0; 77 if all exit 0 or 77; else the status of the\n"
       "first failed rank (128+signal if killed); 124 timeout; 130/143 SIGINT/SIGTERM.\n",
@@ -191,7 +151,9 @@ static run_result_t run_usage(FILE* f) {
 static run_result_t run_usage_error(const char* what, const char* arg) {
   if (what != NULL && arg != NULL) run_msg("%s '%s'", what, arg);
   if (what != NULL && arg == NULL) run_msg("%s", what);
-  run_msg("usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] -- prog [args...]");
+  run_msg(
+      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] [--nodes K "
+      "[--link RATE] [--placement LIST] [--link-stats FILE]] -- prog [args...]");
   return RUN_ERR_USAGE;
 }
 
@@ -235,7 +197,7 @@ static int run_is_option(const char* a, const char* name) {
 static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
   run_opts_t o = {.nranks = 0, .timeout_s = 0, .grace_s = RUN_DEFAULT_GRACE_S, .prefix = 1};
   const char* val;
-  double ranks = 0;
+  double ranks = 0, hosts = 0;
   int i;
   for (i = 1; i < argc; i++) {
     const char* a = argv[i];
@@ -252,6 +214,21 @@ static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
       RUN_CHECK(run_option_value(argc, argv, &i, "--timeout", &val));
       RUN_CHECK(run_parse_number("--timeout", val, RUN_MIN_TIMEOUT_S, RUN_MAX_SECONDS, 0,
                                  "a number of seconds > 0", &o.timeout_s));
+    } else if (strcmp(a, "--cleanup") == 0) {
+      if (argc != 2) return run_usage_error("--cleanup takes no other arguments", NULL);
+      o.cleanup = 1;
+      break;
+    } else if (run_is_option(a, "--nodes")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "--nodes", &val));
+      RUN_CHECK(run_parse_number("--nodes", val, 1, RUN_NET_MAX_HOSTS, 1,
+                                 "a number of hosts in 1..254", &hosts));
+      o.net.nhosts = (int)hosts;
+    } else if (run_is_option(a, "--link")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "--link", &o.net.rate));
+    } else if (run_is_option(a, "--placement")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "--placement", &o.net.placement));
+    } else if (run_is_option(a, "--link-stats")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "--link-stats", &o.net.stats_path));
     } else if (run_is_option(a, "--grace")) {
       RUN_CHECK(run_option_value(argc, argv, &i, "--grace", &val));
       RUN_CHECK(run_parse_number("--grace", val, 0, RUN_MAX_SECONDS, 0, "a number of seconds >= 0",
@@ -262,52 +239,17 @@ static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
       return run_usage_error("missing '--' before the program", a);
     }
   }
+  if (o.cleanup) {
+    *out = o;
+    return RUN_OK;
+  }
   if (i >= argc) return run_usage_error("missing '--' and the program to run", NULL);
   if (i + 1 >= argc) return run_usage_error("no program given after '--'", NULL);
   if (o.nranks == 0) return run_usage_error("-n N (the number of ranks) is required", NULL);
   o.argv = argv + i + 1;
+  o.net.nranks = o.nranks;
+  if (run_net_check_opts(&o.net) != RUN_OK) return run_usage_error(NULL, NULL);
   *out = o;
-  return RUN_OK;
-}
-
-static run_result_t run_setenv_int(const char* name, int v) {
-  char num[16];
-  snprintf(num, sizeof(num), "%d", v);
-  return setenv(name, num, 1) == 0 ? RUN_OK : RUN_ERR_SYSTEM;
-}
-
-/* Sets the variables shared by every rank: sizes, a free port on 127.0.0.1
- * (bound to port 0, read back, closed) and 16 random bytes in hex. */
-static run_result_t run_set_job_env(const run_opts_t* o) {
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof(addr);
-  unsigned char raw[16];
-  char secret[33];
-  ssize_t got = -1;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || bind(fd, (struct sockaddr*)&addr, sizeof(addr)) != 0 ||
-      getsockname(fd, (struct sockaddr*)&addr, &len) != 0) {
-    run_msg("cannot find a free port on 127.0.0.1: %s", strerror(errno));
-    if (fd >= 0) close(fd);
-    return RUN_ERR_SYSTEM;
-  }
-  close(fd);
-  do got = getrandom(raw, sizeof(raw), 0); /* 16 bytes: never short once it returns */
-  while (got < 0 && errno == EINTR);
-  if (got < 0 && (fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)) >= 0) {
-    got = read(fd, raw, sizeof(raw));
-    close(fd);
-  }
-  if (got != (ssize_t)sizeof(raw)) {
-    run_msg("cannot read random bytes for QCCL_SECRET: %s", strerror(errno));
-    return RUN_ERR_SYSTEM;
-  }
-  for (size_t i = 0; i < sizeof(raw); i++) snprintf(secret + 2 * i, 3, "%02x", raw[i]);
-  RUN_CHECK(run_setenv_int("WORLD_SIZE", o->nranks));
-  RUN_CHECK(run_setenv_int("LOCAL_WORLD_SIZE", o->nranks));
-  RUN_CHECK(run_setenv_int("MASTER_PORT", ntohs(addr.sin_port)));
-  if (setenv("MASTER_ADDR", "127.0.0.1", 1) != 0 || setenv("QCCL_SECRET", secret, 1) != 0)
-    return RUN_ERR_SYSTEM;
   return RUN_OK;
 }
 
@@ -323,7 +265,9 @@ static void run_child_exec(const run_job_t* job, int rank, int out_w, int err_w)
   null_fd = open("/dev/null", O_RDONLY);
   if (null_fd >= 0 && null_fd != STDIN_FILENO) dup2(null_fd, STDIN_FILENO);
   if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) _exit(RUN_EXIT_EXEC_FAILED);
-  if (run_setenv_int("RANK", rank) != RUN_OK || run_setenv_int("LOCAL_RANK", rank) != RUN_OK)
+  if (run_net_setenv_int("RANK", rank) != RUN_OK) _exit(RUN_EXIT_EXEC_FAILED);
+  if (job->opts.net.nhosts > 0 ? run_net_child_enter(&job->net, rank) != 0
+                               : run_net_setenv_int("LOCAL_RANK", rank) != RUN_OK)
     _exit(RUN_EXIT_EXEC_FAILED);
   execvp(job->opts.argv[0], job->opts.argv);
   dprintf(STDERR_FILENO, "qcclrun: cannot execute '%s': %s\n", job->opts.argv[0], strerror(errno));
@@ -360,6 +304,10 @@ static run_result_t run_spawn(run_job_t* job, int rank) {
   r->prefix_len = (size_t)snprintf(r->prefix, sizeof(r->prefix), "[%d] ", rank);
   r->out = (run_stream_t){.fd = out_p[0], .dest = STDOUT_FILENO, .rank = rank};
   r->err = (run_stream_t){.fd = err_p[0], .dest = STDERR_FILENO, .rank = rank};
+  if (job->opts.prefix) {
+    r->out.prefix = r->err.prefix = r->prefix;
+    r->out.prefix_len = r->err.prefix_len = r->prefix_len;
+  }
   job->nstarted++;
   job->nalive++;
   return RUN_OK;
@@ -370,71 +318,6 @@ close_out_pipe:
   close(out_p[0]);
   close(out_p[1]);
   return RUN_ERR_SYSTEM;
-}
-
-/* Writes one output line of rank r: prefix, data, and a newline if asked. */
-static run_result_t run_emit(const run_job_t* job, const run_stream_t* s, const char* data,
-                             size_t len, int add_newline) {
-  const run_rank_t* r = &job->ranks[s->rank];
-  struct iovec iov[3];
-  int n = 0;
-  if (job->opts.prefix) iov[n++] = (struct iovec){(void*)r->prefix, r->prefix_len};
-  iov[n++] = (struct iovec){(void*)data, len};
-  if (add_newline && job->opts.prefix) iov[n++] = (struct iovec){"\n", 1};
-  return run_write_all(s->dest, iov, n);
-}
-
-/* Writes the complete lines at the front of s's buffer and keeps the rest.
- * Without prefixes the lines go out in one piece. */
-static run_result_t run_emit_lines(const run_job_t* job, run_stream_t* s) {
-  size_t done = 0;
-  for (;;) {
-    char* nl = memchr(s->buf + done, '\n', s->len - done);
-    if (nl == NULL) break;
-    size_t end = (size_t)(nl - s->buf) + 1;
-    if (job->opts.prefix) RUN_CHECK(run_emit(job, s, s->buf + done, end - done, 0));
-    done = end;
-  }
-  if (!job->opts.prefix && done > 0) RUN_CHECK(run_emit(job, s, s->buf, done, 0));
-  memmove(s->buf, s->buf + done, s->len - done);
-  s->len -= done;
-  return RUN_OK;
-}
-
-/* Writes the partial last line, if any, and closes the pipe. */
-static run_result_t run_stream_close(const run_job_t* job, run_stream_t* s) {
-  if (s->len > 0) RUN_CHECK(run_emit(job, s, s->buf, s->len, 1));
-  if (s->fd >= 0) close(s->fd);
-  free(s->buf);
-  *s = (run_stream_t){.fd = -1, .dest = s->dest, .rank = s->rank};
-  return RUN_OK;
-}
-
-/* Reads what is there (one read) from a readable pipe; closes it at EOF. */
-static run_result_t run_stream_read(run_job_t* job, run_stream_t* s) {
-  ssize_t n;
-  if (s->len == s->cap) {
-    if (s->cap >= RUN_LINE_MAX) { /* an over-long line: cut it */
-      RUN_CHECK(run_emit(job, s, s->buf, s->len, 1));
-      s->len = 0;
-    } else {
-      size_t cap = s->cap == 0 ? RUN_LINE_FIRST_CAP : 2 * s->cap;
-      char* buf = realloc(s->buf, cap);
-      if (buf == NULL) {
-        run_msg("out of memory for the output of rank %d", s->rank);
-        return RUN_ERR_SYSTEM;
-      }
-      s->buf = buf;
-      s->cap = cap;
-    }
-  }
-  n = read(s->fd, s->buf + s->len, s->cap - s->len);
-  if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return RUN_OK;
-  if (n > 0) {
-    s->len += (size_t)n;
-    return run_emit_lines(job, s);
-  }
-  return run_stream_close(job, s);
 }
 
 /* Signals the process group of every rank that is alive or whose pipes are
@@ -546,8 +429,8 @@ static run_result_t run_check_deadlines(run_job_t* job, double now) {
   if (now < job->drain_deadline) return RUN_OK;
   RUN_CHECK(run_signal_groups(job, SIGKILL));
   for (int i = 0; i < job->nstarted; i++) {
-    RUN_CHECK(run_stream_close(job, &job->ranks[i].out));
-    RUN_CHECK(run_stream_close(job, &job->ranks[i].err));
+    RUN_CHECK(run_stream_close(&job->ranks[i].out));
+    RUN_CHECK(run_stream_close(&job->ranks[i].err));
   }
   return RUN_OK;
 }
@@ -587,7 +470,7 @@ static run_result_t run_loop(run_job_t* job) {
     RUN_CHECK(run_reap(job, now));
     for (int k = 1; ready > 0 && k < n; k++) {
       run_rank_t* r = &job->ranks[(k - 1) / 2];
-      if (job->pfds[k].revents != 0) RUN_CHECK(run_stream_read(job, k % 2 ? &r->out : &r->err));
+      if (job->pfds[k].revents != 0) RUN_CHECK(run_stream_read(k % 2 ? &r->out : &r->err));
     }
     RUN_CHECK(run_check_deadlines(job, now));
   }
@@ -649,14 +532,16 @@ static run_result_t run_job_init(run_job_t* job, const run_opts_t* opts) {
     run_msg("sigaction(): %s", strerror(errno));
     return RUN_ERR_SYSTEM;
   }
-  return run_set_job_env(opts);
+  RUN_CHECK(run_net_job_env(opts->nranks));
+  return opts->net.nhosts > 0 ? run_net_setup(&job->net, &opts->net) : RUN_OK;
 }
 
 static run_result_t run_job_fini(run_job_t* job) {
   for (int i = 0; job->ranks != NULL && i < job->nstarted; i++) {
-    run_stream_close(job, &job->ranks[i].out);
-    run_stream_close(job, &job->ranks[i].err);
+    run_stream_close(&job->ranks[i].out);
+    run_stream_close(&job->ranks[i].err);
   }
+  run_net_teardown(&job->net); /* reports the link counters, removes the hosts */
   free(job->ranks);
   free(job->pfds);
   if (job->sig_pipe[0] >= 0) close(job->sig_pipe[0]);
@@ -679,6 +564,7 @@ int main(int argc, char** argv) {
   run_result_t res = run_parse_args(argc, argv, &opts);
   if (res == RUN_HELP) return run_usage(stdout) == RUN_OK ? 0 : 1;
   if (res != RUN_OK) return RUN_EXIT_USAGE;
+  if (opts.cleanup) return run_net_cleanup_stale();
   if (run_job_init(&job, &opts) != RUN_OK) {
     run_job_fini(&job);
     return RUN_EXIT_START_FAILED;

@@ -22,12 +22,28 @@
  *   zombie-check TPL wait (up to 10 s) for TPL to hold a pid, then for that
  *                    process to be gone, zombie included (kill(pid, 0) fails
  *                    with ESRCH) within 5 s; exit 1 if it is not
+ *
+ * For --nodes (simulated hosts):
+ *   net              print "rank= hostname= hostid= local_rank= local_world=
+ *                    addr= ifname= ifaddr= netns=" as one line on stdout,
+ *                    ifaddr being the IPv4 address of $QCCL_SOCKET_IFNAME
+ *   tcp-serve B      listen on MASTER_ADDR:MASTER_PORT, take WORLD_SIZE-1
+ *                    connections one after the other, read each to its end,
+ *                    answer one byte; print "served PEER-IP B bytes" each;
+ *                    exit 1 if a peer sent other than B bytes
+ *   tcp-send B       connect to MASTER_ADDR:MASTER_PORT (retrying for 10 s),
+ *                    send B bytes, wait for the answer; print "sent B bytes
+ *                    in T ms from OWN-IP" (T: from connected to answered)
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -141,10 +157,129 @@ static int fake_zombie_check(const char* path) {
   return 1;
 }
 
+static const char* fake_getenv(const char* name) {
+  const char* v = getenv(name);
+  return v != NULL ? v : "(unset)";
+}
+
+static double fake_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* The IPv4 address of interface name, or "(none)". */
+static void fake_if_addr(const char* name, char* out, size_t size) {
+  struct ifaddrs *ifs = NULL, *i;
+  snprintf(out, size, "(none)");
+  if (name == NULL || getifaddrs(&ifs) != 0) return;
+  for (i = ifs; i != NULL; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || strcmp(i->ifa_name, name) != 0)
+      continue;
+    inet_ntop(AF_INET, &((struct sockaddr_in*)i->ifa_addr)->sin_addr, out, (socklen_t)size);
+    break;
+  }
+  freeifaddrs(ifs);
+}
+
+static int fake_net(void) {
+  char host[256] = "", ifaddr[64], line[1024];
+  int n;
+  gethostname(host, sizeof(host) - 1);
+  fake_if_addr(getenv("QCCL_SOCKET_IFNAME"), ifaddr, sizeof(ifaddr));
+  n = snprintf(line, sizeof(line),
+               "rank=%s hostname=%s hostid=%s local_rank=%s local_world=%s addr=%s ifname=%s "
+               "ifaddr=%s netns=%s\n",
+               fake_getenv("RANK"), host, fake_getenv("QCCL_HOST_ID"), fake_getenv("LOCAL_RANK"),
+               fake_getenv("LOCAL_WORLD_SIZE"), fake_getenv("MASTER_ADDR"),
+               fake_getenv("QCCL_SOCKET_IFNAME"), ifaddr, fake_getenv("QCCLRUN_NETNS"));
+  return fake_write(STDOUT_FILENO, line, (size_t)n);
+}
+
+/* MASTER_ADDR:MASTER_PORT as a socket address. */
+static int fake_master(struct sockaddr_in* a) {
+  const char* addr = getenv("MASTER_ADDR");
+  const char* port = getenv("MASTER_PORT");
+  *a = (struct sockaddr_in){.sin_family = AF_INET};
+  if (addr == NULL || port == NULL || inet_pton(AF_INET, addr, &a->sin_addr) != 1) {
+    fprintf(stderr, "fake_rank: MASTER_ADDR/MASTER_PORT unset or not IPv4\n");
+    return 1;
+  }
+  a->sin_port = htons((unsigned short)atoi(port));
+  return 0;
+}
+
+static int fake_tcp_serve(long expect) {
+  struct sockaddr_in a, peer;
+  int one = 1, peers = atoi(fake_getenv("WORLD_SIZE")) - 1, bad = 0;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  static char buf[1 << 16];
+  if (fake_master(&a) != 0) return 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || bind(fd, (struct sockaddr*)&a, sizeof(a)) != 0 || listen(fd, 64) != 0) return 1;
+  for (int p = 0; p < peers; p++) {
+    socklen_t len = sizeof(peer);
+    char ip[64] = "?";
+    long got = 0;
+    ssize_t n;
+    int c = accept(fd, (struct sockaddr*)&peer, &len);
+    if (c < 0 && errno == EINTR) {
+      p--;
+      continue;
+    }
+    if (c < 0) return 1;
+    inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+    while ((n = read(c, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) got += n > 0 ? n : 0;
+    if (fake_write(c, "k", 1) != 0) bad = 1;
+    close(c);
+    printf("served %s %ld bytes\n", ip, got);
+    fflush(stdout);
+    if (got != expect) bad = 1;
+  }
+  close(fd);
+  if (bad) fprintf(stderr, "tcp-serve: a peer did not send %ld bytes\n", expect);
+  return bad;
+}
+
+static int fake_tcp_send(long count) {
+  struct sockaddr_in a, self;
+  socklen_t len = sizeof(self);
+  static char buf[1 << 16];
+  char ip[64] = "?", ack;
+  double t0, t1;
+  int fd = -1;
+  if (fake_master(&a) != 0) return 1;
+  for (int tries = 0; tries < 1000; tries++) { /* rank 0 may not listen yet */
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 1;
+    if (connect(fd, (struct sockaddr*)&a, sizeof(a)) == 0) break;
+    close(fd);
+    fd = -1;
+    fake_sleep_ms(10);
+  }
+  if (fd < 0) return 1;
+  getsockname(fd, (struct sockaddr*)&self, &len);
+  inet_ntop(AF_INET, &self.sin_addr, ip, sizeof(ip));
+  memset(buf, 'q', sizeof(buf));
+  t0 = fake_now_ms();
+  for (long left = count; left > 0;) {
+    size_t chunk = left < (long)sizeof(buf) ? (size_t)left : sizeof(buf);
+    if (fake_write(fd, buf, chunk) != 0) return 1;
+    left -= (long)chunk;
+  }
+  shutdown(fd, SHUT_WR);
+  while (read(fd, &ack, 1) < 0 && errno == EINTR) continue;
+  t1 = fake_now_ms();
+  close(fd);
+  printf("sent %ld bytes in %.0f ms from %s\n", count, t1 - t0, ip);
+  fflush(stdout);
+  return 0;
+}
+
 /* Whether action a takes an argument. */
 static int fake_takes_arg(const char* a) {
   return !(strcmp(a, "env") == 0 || strcmp(a, "lines") == 0 || strcmp(a, "ignore-term") == 0 ||
-           strcmp(a, "hang") == 0 || strcmp(a, "sigkill") == 0);
+           strcmp(a, "hang") == 0 || strcmp(a, "sigkill") == 0 || strcmp(a, "net") == 0);
 }
 
 /* Runs action argv[*i] and its arguments; advances *i past them. */
@@ -182,6 +317,9 @@ static int fake_action(int argc, char** argv, int* i) {
   if (strcmp(a, "exit") == 0) exit(atoi(arg));
   if (strcmp(a, "sigkill") == 0) return kill(getpid(), SIGKILL);
   if (strcmp(a, "zombie-check") == 0) exit(fake_zombie_check(path));
+  if (strcmp(a, "net") == 0) return fake_net();
+  if (strcmp(a, "tcp-serve") == 0) return fake_tcp_serve(atol(arg));
+  if (strcmp(a, "tcp-send") == 0) return fake_tcp_send(atol(arg));
   fprintf(stderr, "fake_rank: unknown action '%s'\n", a);
   exit(99);
 }

@@ -6,6 +6,11 @@
 # /dev/shm files are left. Pids and files of a case live in a private
 # temporary folder, so cases may run in parallel. Exit 0: pass, 1: fail,
 # 77: skip.
+#
+# The nodes_* cases test --nodes (simulated hosts). They need root for
+# network namespaces (else they skip), except nodes_usage and nodes_fallback.
+# A run's namespaces are named qccl-<its qcclrun pid>-*, and the pid is read
+# from the ranks' QCCL_HOST_ID, so parallel runs are told apart.
 set -u
 
 case_name=$1
@@ -21,6 +26,14 @@ cleanup() {
     rm -f "/dev/shm/qccl-$pid-launchertest" "/dev/shm/qccl-${pid}extra-launchertest"
   done
   rm -f "/dev/shm/qccl-$$-launchertest-other"
+  if [ -n "${killed_qpid:-}" ]; then # nodes_killed failed before its --cleanup
+    for f in "$TMP"/pid.*; do
+      [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+    done
+    for f in $(ip netns list 2>/dev/null | grep -o "^qccl-$killed_qpid-[a-z0-9]*"); do
+      ip netns del "$f"
+    done
+  fi
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -326,14 +339,299 @@ case_start_fail() {
   expect_rc 1
   expect_err "cannot start rank"
   for f in "$TMP"/pid.*; do
-    [ -f "$f" ] && expect_gone "$f"
+    [[ -f $f && $f != *.tmp ]] && expect_gone "$f" # *.tmp: a rank killed while writing
   done
   return 0
 }
 
+# ---- --nodes: simulated hosts ----
+
+# need_netns: skips unless root (the namespaces need it) with iproute2.
+need_netns() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "SKIP: --nodes needs root for network namespaces"
+    exit 77
+  fi
+  if ! command -v ip >/dev/null && [ ! -x /usr/sbin/ip ]; then
+    echo "SKIP: ip (iproute2) is not installed"
+    exit 77
+  fi
+}
+
+# skip_without_netns: skips when the last run fell back to one host.
+skip_without_netns() {
+  if grep -q " netns=0$" "$TMP/out"; then
+    echo "SKIP: qcclrun could not make network namespaces (QCCLRUN_NETNS=0)"
+    exit 77
+  fi
+}
+
+# run_pid: the qcclrun pid of the last run, from the ranks' QCCL_HOST_ID.
+run_pid() {
+  grep -o 'hostid=qccl-host[0-9]*-[0-9]*' "$TMP/out" | head -1 | sed 's/.*-//'
+}
+
+# tcp_args N BYTES: sets tcp to the fake_rank actions by which rank 0 serves
+# and ranks 1..N-1 send BYTES each.
+tcp_args() {
+  local i
+  tcp=(rank 0 tcp-serve "$2")
+  for ((i = 1; i < $1; i++)); do tcp+=(rank "$i" tcp-send "$2"); done
+}
+
+# expect_no_netns PID: no namespace of run PID is left, and no qccl veth or
+# bridge is in this (the root) namespace, where qcclrun never puts them.
+expect_no_netns() {
+  [ -n "$1" ] || fail "no qcclrun pid in the ranks' output"
+  if ip netns list | grep -q "^qccl-$1-"; then
+    fail "namespaces of run $1 left: $(ip netns list | grep "^qccl-$1-" | tr '\n' ' ')"
+  fi
+  if ip -o link show | grep -Eq ': (qccl[0-9]+(-sw)?|qbr)[@:]'; then
+    fail "a qccl veth or bridge is in the root namespace"
+  fi
+  return 0
+}
+
+# expect_layout K H0 H1 ...: rank i ran on host Hi of K (hostname, QCCL_HOST_ID,
+# local rank and size, interface and its address, MASTER_ADDR = rank 0's
+# host), the ranks 1.. reached rank 0 over TCP from their host's address, and
+# every host's link counters were reported.
+expect_layout() {
+  local k=$1 pid h i j lr lw line re
+  shift
+  local hosts=("$@")
+  pid=$(run_pid)
+  for ((i = 0; i < $#; i++)); do
+    h=${hosts[$i]} lr=0 lw=0
+    for ((j = 0; j < $#; j++)); do
+      [ "${hosts[$j]}" = "$h" ] || continue
+      ((j < i)) && lr=$((lr + 1))
+      lw=$((lw + 1))
+    done
+    line=$(grep "^\[$i\] rank=" "$TMP/out")
+    re="^\[$i\] rank=$i hostname=qccl-host$h hostid=qccl-host$h-$pid local_rank=$lr "
+    re+="local_world=$lw addr=10\.77\.0\.$((hosts[0] + 1)) ifname=qccl$h "
+    re+="ifaddr=10\.77\.0\.$((h + 1)) netns=1$"
+    [[ $line =~ $re ]] || fail "rank $i: expected host $h (local $lr of $lw), got: $line"
+    ((i == 0)) && continue
+    grep -Eq "^\[$i\] sent 1000 bytes in [0-9]+ ms from 10\.77\.0\.$((h + 1))$" "$TMP/out" ||
+      fail "rank $i did not reach rank 0 from 10.77.0.$((h + 1))"
+  done
+  [ "$(grep -c '^\[0\] served [0-9.]* 1000 bytes$' "$TMP/out")" -eq $(($# - 1)) ] ||
+    fail "rank 0 did not get 1000 bytes from each other rank"
+  for ((h = 0; h < k; h++)); do
+    grep -Eq "^qcclrun: host $h \(10\.77\.0\.$((h + 1))\) sent [0-9]+ bytes, received [0-9]+ bytes on its link$" \
+      "$TMP/err" || fail "no link counters for host $h"
+  done
+  expect_no_netns "$pid"
+}
+
+case_nodes_env() {
+  need_netns
+  tcp_args 4 1000
+  run -n 4 --nodes 2 --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  skip_without_netns
+  expect_rc 0
+  expect_layout 2 0 0 1 1
+  tcp_args 5 1000
+  run -n 5 --nodes 3 --placement 0,1,0,1,2 --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  expect_rc 0
+  expect_layout 3 0 1 0 1 2
+  # Uneven 2+3 from a list alone; blocks with a remainder (3+2); rank 0 on host 1.
+  tcp_args 5 1000
+  run -n 5 --placement 0,0,1,1,1 --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  expect_rc 0
+  expect_layout 2 0 0 1 1 1
+  tcp_args 5 1000
+  run -n 5 --nodes 2 --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  expect_rc 0
+  expect_layout 2 0 0 0 1 1
+  tcp_args 3 1000
+  run -n 3 --nodes 2 --placement=1,0,1 --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  expect_rc 0
+  expect_layout 2 1 0 1
+}
+
+# json_field HOST FIELD: a number from the --link-stats file $TMP/stats.json.
+json_field() {
+  grep "\"host\": $1," "$TMP/stats.json" | sed -n "s/.*\"$2\": \([0-9]*\).*/\1/p"
+}
+
+case_nodes_link() {
+  local bytes=4194304 t tx1 rx0
+  need_netns
+  run -n 2 --nodes 2 --link 100mbit --link-stats "$TMP/stats.json" --timeout 25 -- \
+    "$FAKE" net rank 0 tcp-serve $bytes rank 1 tcp-send $bytes
+  skip_without_netns
+  expect_rc 0
+  t=$(sed -n "s/^\[1\] sent $bytes bytes in \([0-9]*\) ms from 10\.77\.0\.2$/\1/p" "$TMP/out")
+  [ -n "$t" ] || fail "no transfer time from rank 1"
+  echo "  4 MiB from host 1 to host 0 at --link 100mbit: $t ms, $((bytes * 8 / t / 1000)) Mbit/s"
+  # Even with a full 512 KiB bucket on the way, 100 Mbit/s needs 294 ms.
+  ((t >= 280)) || fail "took $t ms: the link is not throttled to 100 Mbit/s"
+  [ -s "$TMP/stats.json" ] || fail "no --link-stats file"
+  grep -q '"netns": 1,' "$TMP/stats.json" || fail "--link-stats lacks netns 1"
+  grep -q '"link": "100mbit",' "$TMP/stats.json" || fail "--link-stats lacks the rate"
+  tx1=$(json_field 1 tx_bytes)
+  rx0=$(json_field 0 rx_bytes)
+  [[ -n $tx1 && -n $rx0 ]] || fail "--link-stats lacks the counters: $(cat "$TMP/stats.json")"
+  ((tx1 >= bytes && rx0 >= bytes)) || fail "counters below $bytes: host 1 sent $tx1, host 0 got $rx0"
+  ((tx1 < bytes + bytes / 10)) || fail "host 1 sent $tx1 bytes for $bytes: overhead over 10%"
+  expect_err "qcclrun: host 1 (10.77.0.2) sent $tx1 bytes, received"
+  expect_err "qcclrun: host 0 (10.77.0.1) sent $(json_field 0 tx_bytes) bytes, received $rx0 bytes"
+  expect_no_netns "$(run_pid)"
+  # Above 1 Gbit/s the bucket is 4mb; tc must take it.
+  tcp_args 2 1000
+  run -n 2 --nodes 2 --link 10gbit --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  expect_rc 0
+  expect_layout 2 0 1
+}
+
+case_nodes_cleanup() {
+  local qpid i
+  need_netns
+  # A rank crashes: the others are stopped, the hosts removed, counters reported.
+  run -n 4 --nodes 2 --grace 0.5 --timeout 25 -- "$FAKE" net rank 3 sigkill hang
+  skip_without_netns
+  expect_rc 137
+  expect_err "qcclrun: rank 3 killed by signal SIGKILL"
+  expect_err "qcclrun: host 1 (10.77.0.2) sent"
+  expect_no_netns "$(run_pid)"
+  run -n 2 --nodes 2 --timeout 1 -- "$FAKE" net hang
+  expect_rc 124
+  expect_err "qcclrun: host 0 (10.77.0.1) sent"
+  expect_no_netns "$(run_pid)"
+  # SIGTERM to qcclrun.
+  echo "+ qcclrun -n 2 --nodes 2 -- fake_rank net pidfile hang (then SIGTERM)"
+  "$QCCLRUN" -n 2 --nodes 2 -- "$FAKE" net pidfile "$TMP/pid.%r" hang >"$TMP/out" 2>"$TMP/err" &
+  qpid=$!
+  for ((i = 0; i < 200; i++)); do
+    [[ -f $TMP/pid.0 && -f $TMP/pid.1 ]] && break
+    sleep 0.05
+  done
+  kill -TERM "$qpid"
+  wait "$qpid"
+  rc=$?
+  expect_rc 143
+  expect_gone "$TMP"/pid.0 "$TMP"/pid.1
+  expect_err "qcclrun: host 1 (10.77.0.2) sent"
+  expect_no_netns "$qpid"
+  # A second run right after works.
+  tcp_args 2 1000
+  run -n 2 --nodes 2 --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  expect_rc 0
+  expect_layout 2 0 1
+  # A command failing while the hosts are made: logged, all removed, no rank run, exit 1.
+  mkdir "$TMP/bin" && printf '#!/bin/sh\nexit 2\n' >"$TMP/bin/tc" && chmod +x "$TMP/bin/tc"
+  PATH="$TMP/bin:$PATH" run -n 2 --nodes 2 --link 1gbit -- "$FAKE" net
+  expect_rc 1
+  expect_err "command failed with status 2: tc -n qccl-"
+  expect_err "removing what was made"
+  [ -s "$TMP/out" ] && fail "a rank ran although the hosts could not be made"
+  expect_no_netns "$(sed -n 's/.* tc -n qccl-\([0-9]*\)-h0 .*/\1/p' "$TMP/err")"
+}
+
+case_nodes_killed() {
+  local i n
+  need_netns
+  echo "+ qcclrun -n 2 --nodes 2 -- fake_rank net pidfile hang (then SIGKILL)"
+  "$QCCLRUN" -n 2 --nodes 2 -- "$FAKE" net pidfile "$TMP/pid.%r" hang >"$TMP/out" 2>"$TMP/err" &
+  killed_qpid=$!
+  for ((i = 0; i < 200; i++)); do
+    [[ -f $TMP/pid.0 && -f $TMP/pid.1 ]] && break
+    sleep 0.05
+  done
+  [[ -f $TMP/pid.0 && -f $TMP/pid.1 ]] || fail "ranks did not start"
+  kill -KILL "$killed_qpid"
+  wait "$killed_qpid"
+  skip_without_netns
+  n=$(ip netns list | grep -c "^qccl-$killed_qpid-")
+  [ "$n" -eq 3 ] || fail "expected 3 leftover namespaces of the killed run, found $n"
+  # Leftovers do not disturb a new run.
+  tcp_args 2 1000
+  run -n 2 --nodes 2 --timeout 25 -- "$FAKE" net "${tcp[@]}"
+  expect_rc 0
+  expect_layout 2 0 1
+  run --cleanup
+  expect_rc 0
+  expect_err "removing namespace qccl-$killed_qpid-sw"
+  expect_err "removing namespace qccl-$killed_qpid-h1"
+  expect_no_netns "$killed_qpid"
+  expect_gone "$TMP"/pid.0 "$TMP"/pid.1 # the orphaned ranks in them were killed
+  killed_qpid=
+  run --cleanup
+  expect_rc 0
+  usage_case 2 "--cleanup" --cleanup -n 2 -- "$FAKE"
+}
+
+case_nodes_fallback() {
+  local as=() i h lr line re hosts=(0 0 1 1) self
+  unset QCCL_SOCKET_IFNAME
+  if [ "$(id -u)" -eq 0 ]; then # run qcclrun as nobody
+    command -v setpriv >/dev/null || {
+      echo "SKIP: root, and no setpriv to drop it"
+      exit 77
+    }
+    as=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+    "${as[@]}" test -x "$QCCLRUN" -a -x "$FAKE" || {
+      echo "SKIP: user nobody cannot run $QCCLRUN"
+      exit 77
+    }
+  fi
+  chmod 711 "$TMP" && mkdir -m 777 "$TMP/nobody" # nobody writes --link-stats there
+  self=$(uname -n)
+  echo "+ ${as[*]} qcclrun -n 4 --nodes 2 --link 100mbit ... -- fake_rank net (tcp)"
+  tcp_args 4 1000
+  "${as[@]}" "$QCCLRUN" -n 4 --nodes 2 --link 100mbit --link-stats "$TMP/nobody/stats.json" \
+    --timeout 25 -- "$FAKE" net "${tcp[@]}" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  expect_rc 0
+  expect_err "not root, so no network namespaces"
+  expect_err "QCCL_HOST_ID split into 2 simulated hosts; --link is ignored (QCCLRUN_NETNS=0)"
+  for i in 0 1 2 3; do
+    h=${hosts[$i]} lr=$((i % 2))
+    line=$(grep "^\[$i\] rank=" "$TMP/out")
+    re="^\[$i\] rank=$i hostname=$self hostid=qccl-host$h-[0-9]+ local_rank=$lr local_world=2 "
+    re+="addr=127\.0\.0\.1 ifname=\(unset\) ifaddr=\(none\) netns=0$"
+    [[ $line =~ $re ]] || fail "rank $i: expected host $h without namespaces, got: $line"
+  done
+  [ "$(grep -c '^\[0\] served 127\.0\.0\.1 1000 bytes$' "$TMP/out")" -eq 3 ] ||
+    fail "rank 0 did not get 1000 bytes from each other rank over 127.0.0.1"
+  grep -q '"netns": 0,' "$TMP/nobody/stats.json" || fail "--link-stats lacks netns 0"
+  grep -q "qcclrun: host 0" "$TMP/err" && fail "link counters reported without namespaces"
+  echo "+ ${as[*]} qcclrun --cleanup"
+  "${as[@]}" "$QCCLRUN" --cleanup >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  expect_rc 1
+  expect_err "not root"
+}
+
+case_nodes_usage() {
+  usage_case 2 "'0'" -n 2 --nodes 0 -- "$FAKE"
+  usage_case 2 "'255'" -n 2 --nodes 255 -- "$FAKE"
+  usage_case 2 "'x'" -n 2 --nodes x -- "$FAKE"
+  usage_case 2 "netem" -n 2 --nodes 2 --link 100mbit,10ms -- "$FAKE"
+  usage_case 2 "'fast'" -n 2 --nodes 2 --link fast -- "$FAKE"
+  usage_case 2 "'100'" -n 2 --nodes 2 --link 100 -- "$FAKE"
+  usage_case 2 "--link needs --nodes" -n 2 --link 1gbit -- "$FAKE"
+  usage_case 2 "--link-stats needs --nodes" -n 2 --link-stats "$TMP/s.json" -- "$FAKE"
+  usage_case 2 "each of the 3 ranks" -n 3 --placement 0,1 -- "$FAKE"
+  usage_case 2 "each of the 2 ranks" -n 2 --placement 0,1,0 -- "$FAKE"
+  usage_case 2 "0..1" -n 2 --nodes 2 --placement 0,2 -- "$FAKE"
+  usage_case 2 "'0,,1'" -n 3 --placement 0,,1 -- "$FAKE"
+  usage_case 2 "'a,b'" -n 2 --placement a,b -- "$FAKE"
+  usage_case 2 "'0,1,'" -n 2 --placement 0,1, -- "$FAKE"
+  usage_case 2 "--cleanup" --cleanup --nodes 2
+  usage_case 0 "" --help
+  for f in --nodes --link --placement --link-stats --cleanup netem; do
+    grep -q -- "$f" "$TMP/out" || fail "--help does not mention $f"
+  done
+}
+
 case $case_name in
   env | prefix | no_prefix | exit_codes | grace | grace_kill | timeout | usage | shm | zombie | \
-    signals | leftover | start_fail)
+    signals | leftover | start_fail | nodes_env | nodes_link | nodes_cleanup | nodes_killed | \
+    nodes_fallback | nodes_usage)
     "case_$case_name"
     echo "PASS ($case_name)"
     ;;
