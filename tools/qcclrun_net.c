@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -445,6 +446,15 @@ int run_net_child_enter(const run_net_t* net, int rank) {
         sethostname(name, strlen(name)) != 0) {
       dprintf(STDERR_FILENO, "qcclrun: rank %d cannot enter simulated host %d: %s\n", rank, h,
               strerror(errno));
+      return -1;
+    }
+    /* as `ip netns exec` does: a private mount namespace with a sysfs of
+     * this network namespace, so /sys/class/net lists the host's own
+     * interfaces (UCX finds its network devices there) */
+    if (unshare(CLONE_NEWNS) != 0 || mount("", "/", NULL, MS_SLAVE | MS_REC, NULL) != 0 ||
+        umount2("/sys", MNT_DETACH) != 0 || mount(name, "/sys", "sysfs", 0, NULL) != 0) {
+      dprintf(STDERR_FILENO, "qcclrun: rank %d cannot mount the sysfs of simulated host %d: %s\n",
+              rank, h, strerror(errno));
       return -1;
     }
     snprintf(num, sizeof(num), "qccl%d", h);

@@ -56,6 +56,7 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
   backoff_init(&b, comms[0]->spin);
   double idle_since = clock_now();
   int left = n;
+  int drained = 0; /* a pass after a peer was found gone */
   while (left > 0) {
     int progress = 0;
     for (int i = 0; i < n; i++) {
@@ -90,21 +91,32 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
     }
     if (left == 0) break;
     if (progress) {
+      drained = 0;
       backoff_init(&b, comms[0]->spin);
       idle_since = 0;
       continue;
     }
     if (idle_since == 0) idle_since = clock_now();
     if (!backoff_idle(&b)) continue;
-    for (int i = 0; i < n; i++) {
+    int gone = -1;
+    for (int i = 0; i < n && gone < 0; i++) {
       if (st[i].complete) continue;
       const coll_args_t* a = &ops[i];
       r = comms[i]->peer_ops[a->root]->check(comms[i]->peer_ctx[a->root],
                                              comms[i]->peer_idx[a->root]);
-      if (r != qcclSuccess) {
-        failed = i;
-        goto done;
+      if (r != qcclSuccess) gone = i;
+    }
+    if (gone >= 0) {
+      /* a peer that left may have sent everything first: fail only if the
+       * next pass can move nothing more */
+      if (!drained) {
+        drained = 1;
+        err_clear();
+        r = qcclSuccess;
+        continue;
       }
+      failed = gone;
+      goto done;
     }
     double now = clock_now();
     for (int i = 0; i < n; i++) {

@@ -97,7 +97,7 @@ static void sc_mul(float* x, float f, int n) {
 }
 
 static void sc_add(float* acc, const float* x, int n) {
-  for (int i = 0; i < n; i++) sc_st(acc + i, QM_ADD(sc_ld(acc + i), x[i]));
+  for (int i = 0; i < n; i++) sc_st(acc + i, QM_ADD(sc_ld(acc + i), sc_ld(x + i)));
 }
 
 static void sc_sub(float* r, const float* a, const float* b, int n) {
