@@ -252,6 +252,17 @@ static void a2_mul(float* x, float f, int n) {
   if (i < n) quant_kernels_scalar.mul(x + i, f, n - i);
 }
 
+static void a2_rotate(float* x, const uint32_t* mask, int block) {
+  a2_flip(x, mask, block);
+  a2_fwht(x, block);
+}
+
+static void a2_unrotate(float* x, const uint32_t* mask, int block, float f) {
+  a2_mul(x, f, block);
+  a2_fwht(x, block);
+  a2_flip(x, mask, block);
+}
+
 static void a2_add(float* acc, const float* x, int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8)
@@ -337,6 +348,17 @@ static void a2_dequantize_f32(const quant_ctx_t* c, const unsigned char* scales,
 }
 
 const quant_kernels_t quant_kernels_avx2 = {
-    a2_stats, a2_encode, a2_decode, a2_decode_acc, a2_fwht,  a2_flip,         a2_mul,
-    a2_add,   a2_sub,    a2_load,   a2_store,      a2_fence, a2_quantize_f32, a2_dequantize_f32,
+    .stats = a2_stats,
+    .encode = a2_encode,
+    .decode = a2_decode,
+    .decode_acc = a2_decode_acc,
+    .rotate = a2_rotate,
+    .unrotate = a2_unrotate,
+    .add = a2_add,
+    .sub = a2_sub,
+    .load = a2_load,
+    .store = a2_store,
+    .fence = a2_fence,
+    .quantize_f32 = a2_quantize_f32,
+    .dequantize_f32 = a2_dequantize_f32,
 };

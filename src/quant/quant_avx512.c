@@ -296,9 +296,70 @@ static inline __m512 a5_fwht16(__m512 v) {
   return v;
 }
 
-static void a5_fwht(float* x, int block) {
-  for (int i = 0; i < block; i += 16) _mm512_storeu_ps(x + i, a5_fwht16(_mm512_loadu_ps(x + i)));
-  for (int h = 16; h < block; h <<= 1) {
+/* The stages h = 16 .. 8 nv between nv consecutive vectors held in
+ * registers, after the in-vector stages (nv a constant power of two <= 16
+ * once inlined, so v stays in registers). */
+static inline __attribute__((always_inline)) void a5_fwht_regs(__m512* v, int nv) {
+  for (int i = 0; i < nv; i++) v[i] = a5_fwht16(v[i]);
+  for (int h = 1; h < nv; h <<= 1) {
+    for (int i = 0; i < nv; i += 2 * h) {
+      for (int j = i; j < i + h; j++) {
+        __m512 a = v[j], b = v[j + h];
+        v[j] = _mm512_add_ps(a, b);
+        v[j + h] = _mm512_sub_ps(a, b);
+      }
+    }
+  }
+}
+
+/* One tile of 16 nv elements through registers: sign flips (forward) or the
+ * multiplication by f (inverse) on the way in, the stages up to h = 8 nv, and
+ * the sign flips on the way out when flip_out (inverse, whole block). */
+static inline __attribute__((always_inline)) void a5_tile(float* x, const uint32_t* mask, int nv,
+                                                          int inverse, float f, int flip_out) {
+  __m512 v[16];
+  const __m512 vf = _mm512_set1_ps(f);
+  for (int i = 0; i < nv; i++) {
+    __m512 a = _mm512_loadu_ps(x + 16 * i);
+    if (inverse)
+      a = _mm512_mul_ps(a, vf);
+    else
+      a = _mm512_castsi512_ps(
+          _mm512_xor_si512(_mm512_castps_si512(a), _mm512_loadu_si512(mask + 16 * i)));
+    v[i] = a;
+  }
+  a5_fwht_regs(v, nv);
+  for (int i = 0; i < nv; i++) {
+    __m512 a = v[i];
+    if (flip_out)
+      a = _mm512_castsi512_ps(
+          _mm512_xor_si512(_mm512_castps_si512(a), _mm512_loadu_si512(mask + 16 * i)));
+    _mm512_storeu_ps(x + 16 * i, a);
+  }
+}
+
+/* Tiles of min(B, 256) elements, then the stages h >= 256 through memory
+ * (the stages inside a tile touch only that tile, so the order is the
+ * scalar one). */
+static void a5_transform(float* x, const uint32_t* mask, int block, int inverse, float f) {
+  int flip_out = inverse && block <= 256;
+  for (int c = 0; c < block; c += 256) {
+    switch (block) {
+      case 32:
+        a5_tile(x, mask, 2, inverse, f, flip_out);
+        break;
+      case 64:
+        a5_tile(x, mask, 4, inverse, f, flip_out);
+        break;
+      case 128:
+        a5_tile(x, mask, 8, inverse, f, flip_out);
+        break;
+      default:
+        a5_tile(x + c, mask + c, 16, inverse, f, flip_out);
+        break;
+    }
+  }
+  for (int h = 256; h < block; h <<= 1) {
     for (int i = 0; i < block; i += 2 * h) {
       for (int j = i; j < i + h; j += 16) {
         __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + h);
@@ -318,12 +379,13 @@ static void a5_flip(float* x, const uint32_t* mask, int n) {
   }
 }
 
-static void a5_mul(float* x, float f, int n) {
-  const __m512 vf = _mm512_set1_ps(f);
-  for (int i = 0; i < n; i += 16) {
-    __mmask16 k = a5_mask(n - i < 16 ? n - i : 16);
-    _mm512_mask_storeu_ps(x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vf));
-  }
+static void a5_rotate(float* x, const uint32_t* mask, int block) {
+  a5_transform(x, mask, block, 0, 1.0f);
+}
+
+static void a5_unrotate(float* x, const uint32_t* mask, int block, float f) {
+  a5_transform(x, mask, block, 1, f);
+  if (block > 256) a5_flip(x, mask, block);
 }
 
 static void a5_add(float* acc, const float* x, int n) {
@@ -428,6 +490,17 @@ static void a5_dequantize_f32(const quant_ctx_t* c, const unsigned char* scales,
 }
 
 const quant_kernels_t quant_kernels_avx512 = {
-    a5_stats, a5_encode, a5_decode, a5_decode_acc, a5_fwht,  a5_flip,         a5_mul,
-    a5_add,   a5_sub,    a5_load,   a5_store,      a5_fence, a5_quantize_f32, a5_dequantize_f32,
+    .stats = a5_stats,
+    .encode = a5_encode,
+    .decode = a5_decode,
+    .decode_acc = a5_decode_acc,
+    .rotate = a5_rotate,
+    .unrotate = a5_unrotate,
+    .add = a5_add,
+    .sub = a5_sub,
+    .load = a5_load,
+    .store = a5_store,
+    .fence = a5_fence,
+    .quantize_f32 = a5_quantize_f32,
+    .dequantize_f32 = a5_dequantize_f32,
 };

@@ -192,8 +192,7 @@ qcclResult_t quant_quantize(quant_isa_t isa, const quant_params_t* p, const void
       r.k->load(s + first * es, type, (size_t)nr, r.tmp);
       if (p->rotate) {
         for (int i = nr; i < p->block; i++) r.tmp[i] = 0.0f;
-        r.k->flip(r.tmp, r.signs, p->block);
-        r.k->fwht(r.tmp, p->block);
+        r.k->rotate(r.tmp, r.signs, p->block);
         nr = p->block;
       }
       x = r.tmp;
@@ -219,9 +218,7 @@ static int block_params(const unsigned char* s, const quant_run_t* r, size_t b, 
 static void unrotate_block(const quant_run_t* r, float scale, float lo, const uint8_t* codes) {
   int bs = r->c.block;
   r->k->decode(&r->c, scale, lo, codes, bs, r->tmp, 0);
-  r->k->mul(r->tmp, 1.0f / (float)bs, bs);
-  r->k->fwht(r->tmp, bs);
-  r->k->flip(r->tmp, r->signs, bs);
+  r->k->unrotate(r->tmp, r->signs, bs, 1.0f / (float)bs);
 }
 
 qcclResult_t quant_dequantize(quant_isa_t isa, const quant_params_t* p, const void* src, size_t n,

@@ -51,13 +51,14 @@ typedef struct quant_kernels {
   /* acc[i] = acc[i] + value of code i, i < nr. */
   void (*decode_acc)(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes, int nr,
                      float* acc);
-  /* In-place unnormalized Walsh-Hadamard transform of x[0..B), B >= 32:
-   * stages h = 1, 2, 4, ..., B/2, butterflies (a, b) -> (a + b, a - b). */
-  void (*fwht)(float* x, int block);
-  /* x[i] ^= mask[i] (sign flips), i < n. */
-  void (*flip)(float* x, const uint32_t* mask, int n);
-  /* x[i] = x[i] * f, i < n. */
-  void (*mul)(float* x, float f, int n);
+  /* The rotation of one block x[0..B), B >= 32, in place: x = H (s o x),
+   * where s o x flips the signs of x[j] with mask[j] set (bit 31) and H is
+   * the unnormalized Walsh-Hadamard transform, run as stages h = 1, 2, 4,
+   * ..., B/2 of butterflies (a, b) -> (a + b, a - b). */
+  void (*rotate)(float* x, const uint32_t* mask, int block);
+  /* Its inverse, x = s o H (x * f) with f = 1/B: multiply, the same stages,
+   * then the sign flips. */
+  void (*unrotate)(float* x, const uint32_t* mask, int block, float f);
   /* acc[i] = acc[i] + x[i], i < n. */
   void (*add)(float* acc, const float* x, int n);
   /* r[i] = a[i] - b[i], i < n. */

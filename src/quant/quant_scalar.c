@@ -96,6 +96,17 @@ static void sc_mul(float* x, float f, int n) {
   for (int i = 0; i < n; i++) x[i] = QM_MUL(x[i], f);
 }
 
+static void sc_rotate(float* x, const uint32_t* mask, int block) {
+  sc_flip(x, mask, block);
+  sc_fwht(x, block);
+}
+
+static void sc_unrotate(float* x, const uint32_t* mask, int block, float f) {
+  sc_mul(x, f, block);
+  sc_fwht(x, block);
+  sc_flip(x, mask, block);
+}
+
 static void sc_add(float* acc, const float* x, int n) {
   for (int i = 0; i < n; i++) sc_st(acc + i, QM_ADD(sc_ld(acc + i), sc_ld(x + i)));
 }
@@ -146,6 +157,14 @@ static void sc_store(const float* src, size_t n, qcclDataType_t type, void* dst,
 }
 
 const quant_kernels_t quant_kernels_scalar = {
-    sc_stats, sc_encode, sc_decode, sc_decode_acc, sc_fwht, sc_flip, sc_mul,
-    sc_add,   sc_sub,    sc_load,   sc_store,      NULL,    NULL,    NULL,
+    .stats = sc_stats,
+    .encode = sc_encode,
+    .decode = sc_decode,
+    .decode_acc = sc_decode_acc,
+    .rotate = sc_rotate,
+    .unrotate = sc_unrotate,
+    .add = sc_add,
+    .sub = sc_sub,
+    .load = sc_load,
+    .store = sc_store,
 };
