@@ -79,15 +79,15 @@ qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
 }
 
 /* Frees whatever of c exists (also a half-built one). */
-static void comm_free_parts(qcclComm_t c) {
+static void comm_free_parts(qcclComm_t c, int abort) {
   if (c->node) {
     c->node->magic = COMM_DEAD;
-    comm_free_parts(c->node);
+    comm_free_parts(c->node, abort);
   } else {
     shm_close(c->shm);
   }
 #if QCCL_HAVE_UCX
-  ucx_close(c->ucx);
+  ucx_close(c->ucx, abort || c->async_error != qcclSuccess);
 #endif
   boot_close(c->boot);
   free(c->peer_ops);
@@ -225,7 +225,7 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   return qcclSuccess;
 fail:
   free(peers);
-  comm_free_parts(c);
+  comm_free_parts(c, 1);
   return r;
 }
 
@@ -420,16 +420,16 @@ qcclResult_t qcclCommFinalize(qcclComm_t comm) {
   return comm->async_error;
 }
 
-static void comm_free(qcclComm_t comm) {
+static void comm_free(qcclComm_t comm, int abort) {
   comm->magic = COMM_DEAD;
-  comm_free_parts(comm);
+  comm_free_parts(comm, abort);
 }
 
 qcclResult_t qcclCommDestroy(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
   QCCL_CHECK(comm_check(comm));
-  comm_free(comm);
+  comm_free(comm, 0);
   return qcclSuccess;
 }
 
@@ -439,7 +439,7 @@ qcclResult_t qcclCommAbort(qcclComm_t comm) {
   QCCL_CHECK(comm_check(comm));
   shm_t* s = comm->node ? comm->node->shm : comm->shm;
   if (s) shm_set_abort(s);
-  comm_free(comm);
+  comm_free(comm, 1);
   return qcclSuccess;
 }
 

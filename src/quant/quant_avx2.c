@@ -235,6 +235,7 @@ static void a2_fwht(float* x, int block) {
   }
 }
 
+/* n is a block size: a multiple of 8. */
 static void a2_flip(float* x, const uint32_t* mask, int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -242,14 +243,13 @@ static void a2_flip(float* x, const uint32_t* mask, int n) {
     __m256i m = _mm256_loadu_si256((const __m256i*)(const void*)(mask + i));
     _mm256_storeu_si256((__m256i*)(void*)(x + i), _mm256_xor_si256(v, m));
   }
-  if (i < n) quant_kernels_scalar.flip(x + i, mask + i, n - i);
 }
 
+/* n is a block size: a multiple of 8. */
 static void a2_mul(float* x, float f, int n) {
   const __m256 vf = _mm256_set1_ps(f);
-  int i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vf));
-  if (i < n) quant_kernels_scalar.mul(x + i, f, n - i);
+  for (int i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vf));
 }
 
 static void a2_rotate(float* x, const uint32_t* mask, int block) {

@@ -17,7 +17,8 @@ typedef struct ucx ucx_t;
  * this one reaches through UCX (others get no endpoint). */
 qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_t** out);
 
-/* Flushes and closes the endpoints (bounded wait), frees everything. Local. */
-void ucx_close(ucx_t* u);
+/* Closes the endpoints and frees everything. Local and bounded in time:
+ * flushes sends first unless abort is set or the peer failed. */
+void ucx_close(ucx_t* u, int abort);
 
 #endif /* QCCL_TRANSPORT_UCX_H_ */
