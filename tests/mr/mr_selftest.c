@@ -5,8 +5,8 @@
  * For random inputs of every dtype and op and W in 1..8 it computes what
  * a correct library may return, with plain C float/double arithmetic:
  * accumulation in f32 (f64 for Float64) in rank order 0..W-1, in reverse
- * order, and as a pairwise tree (avg: divide the sum by W, or pre-multiply
- * by 1/W), rounded once to the output type. Each must be accepted: the
+ * order, and as a pairwise tree (avg: the sum divided by W), rounded once
+ * to the output type. Each must be accepted: the
  * reference must not be stricter than qccl's definition. Then it checks
  * that the reference is not too loose: a result moved by one code (one unit
  * in the last place of the output type) must be rejected wherever the
@@ -71,12 +71,6 @@ static uint64_t from_value(qcclDataType_t dt, double v) {
 static double model(qcclDataType_t dt, qcclRedOp_t op, int W, const double* x, int scheme) {
   if (dt == qcclFloat64) {
     double a = x[0];
-    if (op == qcclAvg && scheme == 3) {
-      double r = 1.0 / W;
-      a = x[0] * r;
-      for (int i = 1; i < W; i++) a += x[i] * r;
-      return a;
-    }
     for (int i = 1; i < W; i++) {
       double v = scheme == 1 ? x[W - 1 - i] : x[i];
       if (i == 1 && scheme == 1) a = x[W - 1];
@@ -98,17 +92,13 @@ static double model(qcclDataType_t dt, qcclRedOp_t op, int W, const double* x, i
   }
   float xs[64];
   for (int i = 0; i < W; i++) xs[i] = (float)x[i];
-  if (op == qcclAvg && scheme == 3) {
-    float r = 1.0f / (float)W, a = xs[0] * r;
-    for (int i = 1; i < W; i++) a += xs[i] * r;
-    return a;
-  }
   if (scheme == 2 && (op == qcclSum || op == qcclAvg || op == qcclProd)) {
     /* pairwise tree */
     int n = W;
     while (n > 1) {
       int h = (n + 1) / 2;
-      for (int i = 0; i + h < n; i++) xs[i] = op == qcclProd ? xs[i] * xs[i + h] : xs[i] + xs[i + h];
+      for (int i = 0; i + h < n; i++)
+        xs[i] = op == qcclProd ? xs[i] * xs[i + h] : xs[i] + xs[i + h];
       n = h;
     }
     return op == qcclAvg ? xs[0] / (float)W : xs[0];
@@ -186,7 +176,8 @@ static uint64_t int_model(qcclDataType_t dt, qcclRedOp_t op, int W, const uint64
 int main(int argc, char** argv) {
   mr_t t;
   mr_parse(&t, argc, argv);
-  printf("mr_selftest: seed=%" PRIu64 " (replay: %s --seed %" PRIu64 ")\n", t.seed, argv[0], t.seed);
+  printf("mr_selftest: seed=%" PRIu64 " (replay: %s --seed %" PRIu64 ")\n", t.seed, argv[0],
+         t.seed);
   long failures = 0;
   char why[768];
   for (int dt = 0; dt < qcclNumTypes; dt++) {
@@ -196,7 +187,7 @@ int main(int argc, char** argv) {
       for (int W = 1; W <= 8; W++) {
         for (int kind = 0; kind < 2; kind++) {
           uint64_t cseed = mr_mix(t.seed ^ (uint64_t)(dt * 1000 + op * 100 + W * 10 + kind));
-          for (size_t i = 0; i < 3000; i++) {
+          for (size_t i = 0; i < 1500; i++) {
             uint64_t in[8];
             double x[8];
             for (int r = 0; r < W; r++) {
@@ -217,8 +208,7 @@ int main(int argc, char** argv) {
                 off_rejected++;
               continue;
             }
-            /* pre-multiplying differs from sum-then-divide when the sum overflows */
-            int nschemes = op == qcclAvg && kind == MR_GEN_REDUCE ? 4 : 3;
+            int nschemes = 3;
             uint64_t first = 0;
             for (int sch = 0; sch < nschemes; sch++) {
               double y = model((qcclDataType_t)dt, (qcclRedOp_t)op, W, x, sch);
@@ -248,18 +238,19 @@ int main(int argc, char** argv) {
       }
       double rej = off_tried ? (double)off_rejected / (double)off_tried : 1.0;
       /* how often a one-code error must be caught: always for integers and
-       * max/min; for the narrow types mostly (their sums are mostly exact);
-       * for f32/f64 sums a one-ulp error hides inside the rounding bound of
-       * cancelling sums, so only a minority is required there. */
+       * max/min; for the narrow types nearly always (their sums are mostly
+       * exact in f32); for f32/f64 a one-ulp error hides inside the
+       * accumulation bound of most multi-rank sums, so only W = 1 and some
+       * lucky elements catch it (about 19% measured). */
       double need = 1.0;
       if (mr_dt_is_float((qcclDataType_t)dt) && op != qcclMax && op != qcclMin)
-        need = (dt == qcclFloat32 || dt == qcclFloat64 || op == qcclProd || op == qcclAvg) ? 0.05
-                                                                                         : 0.5;
+        need = (dt == qcclFloat32 || dt == qcclFloat64) ? 0.1 : 0.9;
       int ok = accept_fail == 0 && rej >= need;
-      printf("%s %-8s %-4s: %ld elements, %ld correct results rejected, one-code errors caught "
-             "%.1f%% (need %.0f%%)\n",
-             ok ? "ok  " : "FAIL", mr_dt_name((qcclDataType_t)dt), mr_op_name((qcclRedOp_t)op),
-             checked, accept_fail, 100 * rej, 100 * need);
+      printf(
+          "%s %-8s %-4s: %ld elements, %ld correct results rejected, one-code errors caught "
+          "%.1f%% (need %.0f%%)\n",
+          ok ? "ok  " : "FAIL", mr_dt_name((qcclDataType_t)dt), mr_op_name((qcclRedOp_t)op),
+          checked, accept_fail, 100 * rej, 100 * need);
       if (!ok) failures++;
     }
   }

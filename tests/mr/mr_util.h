@@ -39,9 +39,9 @@ typedef struct {
   const char* prog; /* argv[0], for replay lines */
   int nextra;       /* program-specific options, in order */
   const char* extra[MR_MAX_EXTRA];
-  long cases;    /* cases run on this rank */
-  long failed;   /* cases failed on this rank */
-  double t0;     /* start time */
+  long cases;  /* cases run on this rank */
+  long failed; /* cases failed on this rank */
+  double t0;   /* start time */
 } mr_t;
 
 /* Seconds on a clock shared by all processes of the host (CLOCK_MONOTONIC). */
@@ -117,8 +117,8 @@ enum {
 };
 
 /* The input element i of rank `rank` in a case (a pure function). */
-uint64_t mr_gen(qcclDataType_t dt, qcclRedOp_t op, int kind, uint64_t cseed, int rank,
-                int nranks, size_t i);
+uint64_t mr_gen(qcclDataType_t dt, qcclRedOp_t op, int kind, uint64_t cseed, int rank, int nranks,
+                size_t i);
 
 /* buf[k] = mr_gen(..., first + k) for k < n. */
 void mr_fill(qcclDataType_t dt, qcclRedOp_t op, int kind, uint64_t cseed, int rank, int nranks,
@@ -126,13 +126,13 @@ void mr_fill(qcclDataType_t dt, qcclRedOp_t op, int kind, uint64_t cseed, int ra
 
 /* Checks `got` against the reduction with op of the nranks inputs in[] (raw
  * bits) as qccl defines it. Returns 1 if it holds; otherwise writes why. */
-int mr_check_reduce(qcclDataType_t dt, qcclRedOp_t op, int nranks, const uint64_t* in,
-                    uint64_t got, char* why, size_t whylen);
+int mr_check_reduce(qcclDataType_t dt, qcclRedOp_t op, int nranks, const uint64_t* in, uint64_t got,
+                    char* why, size_t whylen);
 
 /* Regenerates the inputs of element i (index into each rank's send buffer)
  * and checks got; reports a failure of c with the element index out_i. */
-int mr_check_elem(mr_case_t* c, qcclDataType_t dt, qcclRedOp_t op, int kind, size_t i,
-                  uint64_t got, size_t out_i);
+int mr_check_elem(mr_case_t* c, qcclDataType_t dt, qcclRedOp_t op, int kind, size_t i, uint64_t got,
+                  size_t out_i);
 
 /* Checks n elements of buf (starting at element `first` of the output)
  * against raw copies of rank `src`'s input elements src_first...; reports
@@ -172,6 +172,28 @@ uint64_t mr_mix(uint64_t x);
 
 /* An element count drawn from the case seed in [lo, hi]. */
 size_t mr_rand_range(uint64_t* state, size_t lo, size_t hi);
+
+/* ---- files shared by the ranks of one job (unique-id flow) ---- */
+
+/* A directory private to this qcclrun job (from MASTER_PORT and a hash of
+ * QCCL_SECRET), created if needed. Returns 0 on success. */
+int mr_job_dir(char* out, size_t len);
+
+/* Writes data to dir/name atomically (a temporary file, then rename). */
+int mr_publish(const char* dir, const char* name, const void* data, size_t bytes);
+
+/* Waits up to timeout_s for dir/name to appear and reads bytes of it.
+ * Returns 0 on success. */
+int mr_fetch(const char* dir, const char* name, void* data, size_t bytes, double timeout_s);
+
+/* Removes dir/name... and dir itself (best effort). */
+void mr_job_dir_remove(const char* dir, const char* const* names, int nnames);
+
+/* ---- shared-memory leftovers ---- */
+
+/* Counts entries /dev/shm/qccl-<pid>-* for the n pids (the library's
+ * segment names, by the pid of the creating rank) and lists them in out. */
+int mr_shm_leftovers(const int32_t* pids, int n, char* out, size_t len);
 
 /* ---- the large-count rotation ----
  * Counts 999983 (a prime near 1e6) and 2^22 are too slow to cross with

@@ -1,0 +1,315 @@
+/*
+ * mr_sendrecv - point-to-point: qcclSend / qcclRecv, alone and in groups.
+ *
+ * Cases (data is arbitrary bits, compared bitwise; send buffers must stay
+ * unchanged and nothing may be written outside a receive buffer):
+ *   pairs     every pair of ranks exchanges messages outside any group, in
+ *             one global order (a sends then receives, b the reverse), the
+ *             dtype rotating over the pairs, counts 0, 1 and 1009;
+ *   order     outside a group, three messages a -> b in a row: the
+ *             receives get them in order;
+ *   grouporder inside one group, three messages to every peer and three
+ *             receives from every peer: matched in order per pair;
+ *   ring      inside a group, every rank sends to rank + k and receives
+ *             from rank - k, with the receive posted first on odd ranks:
+ *             every shift k at count 1009, every dtype at 1009, and counts
+ *             999983 (f64) and 2^22 (bf16: the 8 MiB shift that deadlocks
+ *             without grouping; u64: 32 MiB);
+ *   self      inside a group, a send to self and a receive from self;
+ *   a2a       inside a group, a different count for every (src, dst) pair,
+ *             self included (an all-to-all-v);
+ *   zero      count 0 with NULL buffers inside a group;
+ *   nested    a group inside a group: only the outer end runs the calls;
+ *   mixed     an AllReduce, a ring shift and a Broadcast in one group.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mr_util.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* element base of the message src -> dst number m (distinct streams) */
+static size_t msg_base(int dst, int m) {
+  return ((size_t)dst * 8 + (size_t)m) * ((size_t)1 << 32);
+}
+
+typedef struct {
+  mr_buf_t buf;
+  uint64_t hash;
+} sbuf_t;
+
+static void make_send(mr_case_t* c, sbuf_t* s, qcclDataType_t dt, size_t n, int dst, int m) {
+  mr_buf_alloc(&s->buf, n * mr_dt_size(dt), (c->cseed >> (8 + m)) % 4 * mr_dt_size(dt));
+  mr_fill(dt, qcclSum, MR_GEN_RAW, c->cseed, c->t->rank, c->t->nranks, s->buf.p, msg_base(dst, m),
+          n);
+  s->hash = mr_hash(s->buf.p, s->buf.bytes);
+}
+
+static void check_send(mr_case_t* c, sbuf_t* s, const char* what) {
+  mr_buf_check_guards(c, &s->buf, what);
+  if (mr_hash(s->buf.p, s->buf.bytes) != s->hash) mr_case_fail(c, "%s was modified", what);
+  mr_buf_free(&s->buf);
+}
+
+static void check_recv(mr_case_t* c, mr_buf_t* b, qcclDataType_t dt, size_t n, int src, int m,
+                       const char* what) {
+  mr_buf_check_guards(c, b, what);
+  mr_check_copy(c, dt, b->p, 0, n, src, msg_base(c->t->rank, m), what);
+  mr_buf_free(b);
+}
+
+static void case_pairs(mr_t* t, size_t n) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv pairs n=%zu", n)) return;
+  const int W = t->nranks, me = t->rank;
+  int p = 0;
+  for (int a = 0; a < W; a++)
+    for (int b = a + 1; b < W; b++, p++) {
+      if (me != a && me != b) continue;
+      qcclDataType_t dt = (qcclDataType_t)(p % qcclNumTypes);
+      int peer = me == a ? b : a;
+      sbuf_t s;
+      mr_buf_t r;
+      make_send(&c, &s, dt, n, peer, 0);
+      mr_buf_alloc(&r, n * mr_dt_size(dt), mr_dt_size(dt));
+      if (me == a) {
+        MR_OK(&c, qcclSend(s.buf.p, n, dt, peer, t->comm, NULL));
+        MR_OK(&c, qcclRecv(r.p, n, dt, peer, t->comm, NULL));
+      } else {
+        MR_OK(&c, qcclRecv(r.p, n, dt, peer, t->comm, NULL));
+        MR_OK(&c, qcclSend(s.buf.p, n, dt, peer, t->comm, NULL));
+      }
+      char what[64];
+      snprintf(what, sizeof what, "message from rank %d (%s)", peer, mr_dt_name(dt));
+      check_recv(&c, &r, dt, n, peer, 0, what);
+      check_send(&c, &s, "sendbuff");
+    }
+  mr_case_end(&c);
+}
+
+static void case_order(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv order")) return;
+  const int W = t->nranks, me = t->rank;
+  const qcclDataType_t dt = qcclInt32;
+  const size_t n = 777;
+  for (int a = 0; a < W; a++)
+    for (int b = 0; b < W; b++) {
+      if (a == b || (me != a && me != b)) continue;
+      for (int m = 0; m < 3; m++) {
+        if (me == a) {
+          sbuf_t s;
+          make_send(&c, &s, dt, n, b, m);
+          MR_OK(&c, qcclSend(s.buf.p, n, dt, b, t->comm, NULL));
+          check_send(&c, &s, "sendbuff");
+        } else {
+          mr_buf_t r;
+          mr_buf_alloc(&r, n * 4, 0);
+          MR_OK(&c, qcclRecv(r.p, n, dt, a, t->comm, NULL));
+          char what[64];
+          snprintf(what, sizeof what, "message %d from rank %d", m, a);
+          check_recv(&c, &r, dt, n, a, m, what);
+        }
+      }
+    }
+  mr_case_end(&c);
+}
+
+static void case_grouporder(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv grouporder")) return;
+  const int W = t->nranks, me = t->rank;
+  const qcclDataType_t dt = qcclFloat16;
+  const size_t n = 1009;
+  sbuf_t* s = calloc((size_t)W * 3, sizeof *s);
+  mr_buf_t* r = calloc((size_t)W * 3, sizeof *r);
+  if (!s || !r) mr_die(t, "out of memory");
+  MR_OK(&c, qcclGroupStart());
+  for (int m = 0; m < 3; m++)
+    for (int k = 1; k < W; k++) {
+      int dst = (me + k) % W, src = (me - k + W) % W;
+      make_send(&c, &s[dst * 3 + m], dt, n, dst, m);
+      mr_buf_alloc(&r[src * 3 + m], n * 2, 2);
+      MR_OK(&c, qcclSend(s[dst * 3 + m].buf.p, n, dt, dst, t->comm, NULL));
+      MR_OK(&c, qcclRecv(r[src * 3 + m].p, n, dt, src, t->comm, NULL));
+    }
+  MR_OK(&c, qcclGroupEnd());
+  for (int m = 0; m < 3; m++)
+    for (int k = 1; k < W; k++) {
+      int dst = (me + k) % W, src = (me - k + W) % W;
+      char what[64];
+      snprintf(what, sizeof what, "message %d from rank %d", m, src);
+      check_recv(&c, &r[src * 3 + m], dt, n, src, m, what);
+      check_send(&c, &s[dst * 3 + m], "sendbuff");
+    }
+  free(s);
+  free(r);
+  mr_case_end(&c);
+}
+
+static void case_ring(mr_t* t, int k, size_t n, qcclDataType_t dt) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv ring shift=%d n=%zu %s", k, n, mr_dt_name(dt))) return;
+  const int W = t->nranks, me = t->rank;
+  const int dst = (me + k) % W, src = (me - k % W + W) % W;
+  sbuf_t s;
+  mr_buf_t r;
+  make_send(&c, &s, dt, n, dst, 0);
+  mr_buf_alloc(&r, n * mr_dt_size(dt), 0);
+  MR_OK(&c, qcclGroupStart());
+  if (me & 1) {
+    MR_OK(&c, qcclRecv(r.p, n, dt, src, t->comm, NULL));
+    MR_OK(&c, qcclSend(s.buf.p, n, dt, dst, t->comm, NULL));
+  } else {
+    MR_OK(&c, qcclSend(s.buf.p, n, dt, dst, t->comm, NULL));
+    MR_OK(&c, qcclRecv(r.p, n, dt, src, t->comm, NULL));
+  }
+  MR_OK(&c, qcclGroupEnd());
+  check_recv(&c, &r, dt, n, src, 0, "received block");
+  check_send(&c, &s, "sendbuff");
+  mr_case_end(&c);
+}
+
+static void case_self(mr_t* t, size_t n) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv self n=%zu", n)) return;
+  const int me = t->rank;
+  sbuf_t s;
+  mr_buf_t r;
+  make_send(&c, &s, qcclUint8, n, me, 0);
+  mr_buf_alloc(&r, n, 1);
+  MR_OK(&c, qcclGroupStart());
+  MR_OK(&c, qcclSend(s.buf.p, n, qcclUint8, me, t->comm, NULL));
+  MR_OK(&c, qcclRecv(r.p, n, qcclUint8, me, t->comm, NULL));
+  MR_OK(&c, qcclGroupEnd());
+  check_recv(&c, &r, qcclUint8, n, me, 0, "message from self");
+  check_send(&c, &s, "sendbuff");
+  mr_case_end(&c);
+}
+
+/* the count of the message src -> dst in the all-to-all-v case */
+static size_t a2a_count(uint64_t cseed, int src, int dst) {
+  uint64_t h = mr_mix(cseed ^ ((uint64_t)src << 16) ^ (uint64_t)dst);
+  if ((h & 7) == 0) return 0;
+  return (size_t)(h >> 8) % 50000;
+}
+
+static void case_a2a(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv a2a")) return;
+  const int W = t->nranks, me = t->rank;
+  const qcclDataType_t dt = qcclFloat64;
+  sbuf_t* s = calloc((size_t)W, sizeof *s);
+  mr_buf_t* r = calloc((size_t)W, sizeof *r);
+  if (!s || !r) mr_die(t, "out of memory");
+  MR_OK(&c, qcclGroupStart());
+  for (int p = 0; p < W; p++) {
+    make_send(&c, &s[p], dt, a2a_count(c.cseed, me, p), p, 0);
+    mr_buf_alloc(&r[p], a2a_count(c.cseed, p, me) * 8, 0);
+    MR_OK(&c, qcclSend(s[p].buf.p, a2a_count(c.cseed, me, p), dt, p, t->comm, NULL));
+    MR_OK(&c, qcclRecv(r[p].p, a2a_count(c.cseed, p, me), dt, p, t->comm, NULL));
+  }
+  MR_OK(&c, qcclGroupEnd());
+  for (int p = 0; p < W; p++) {
+    char what[64];
+    snprintf(what, sizeof what, "message from rank %d", p);
+    check_recv(&c, &r[p], dt, a2a_count(c.cseed, p, me), p, 0, what);
+    check_send(&c, &s[p], "sendbuff");
+  }
+  free(s);
+  free(r);
+  mr_case_end(&c);
+}
+
+static void case_zero(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv zero")) return;
+  const int W = t->nranks, me = t->rank;
+  MR_OK(&c, qcclGroupStart());
+  MR_OK(&c, qcclSend(NULL, 0, qcclFloat32, (me + 1) % W, t->comm, NULL));
+  MR_OK(&c, qcclRecv(NULL, 0, qcclFloat32, (me - 1 + W) % W, t->comm, NULL));
+  MR_OK(&c, qcclGroupEnd());
+  mr_case_end(&c);
+}
+
+static void case_nested(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv nested")) return;
+  const int W = t->nranks, me = t->rank;
+  const int dst = (me + 1) % W, src = (me - 1 + W) % W;
+  const size_t n = 65537;
+  sbuf_t s;
+  mr_buf_t r;
+  make_send(&c, &s, qcclInt64, n, dst, 0);
+  mr_buf_alloc(&r, n * 8, 8);
+  MR_OK(&c, qcclGroupStart());
+  MR_OK(&c, qcclGroupStart());
+  MR_OK(&c, qcclSend(s.buf.p, n, qcclInt64, dst, t->comm, NULL));
+  MR_OK(&c, qcclGroupEnd()); /* inner end: must not run (nor block on) the send */
+  MR_OK(&c, qcclRecv(r.p, n, qcclInt64, src, t->comm, NULL));
+  MR_OK(&c, qcclGroupEnd());
+  check_recv(&c, &r, qcclInt64, n, src, 0, "received block");
+  check_send(&c, &s, "sendbuff");
+  mr_case_end(&c);
+}
+
+static void case_mixed(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv mixed")) return;
+  const int W = t->nranks, me = t->rank;
+  const int dst = (me + 1) % W, src = (me - 1 + W) % W;
+  const size_t n = 4099;
+  int64_t* ar = malloc(n * sizeof *ar);
+  int32_t bc[3] = {0, 0, 0};
+  if (!ar) mr_die(t, "out of memory");
+  for (size_t i = 0; i < n; i++) ar[i] = (int64_t)(me + 1) * (int64_t)(i + 1);
+  if (me == W - 1) bc[0] = 11, bc[1] = 22, bc[2] = 33;
+  sbuf_t s;
+  mr_buf_t r;
+  make_send(&c, &s, qcclUint32, n, dst, 0);
+  mr_buf_alloc(&r, n * 4, 4);
+  MR_OK(&c, qcclGroupStart());
+  MR_OK(&c, qcclAllReduce(ar, ar, n, qcclInt64, qcclSum, t->comm, NULL));
+  MR_OK(&c, qcclSend(s.buf.p, n, qcclUint32, dst, t->comm, NULL));
+  MR_OK(&c, qcclRecv(r.p, n, qcclUint32, src, t->comm, NULL));
+  MR_OK(&c, qcclBroadcast(bc, bc, 3, qcclInt32, W - 1, t->comm, NULL));
+  MR_OK(&c, qcclGroupEnd());
+  const int64_t wsum = (int64_t)W * (W + 1) / 2;
+  for (size_t i = 0; i < n; i++)
+    if (ar[i] != wsum * (int64_t)(i + 1)) {
+      mr_case_fail(&c, "allreduce element %zu: got %lld expected %lld", i, (long long)ar[i],
+                   (long long)(wsum * (int64_t)(i + 1)));
+      break;
+    }
+  if (bc[0] != 11 || bc[1] != 22 || bc[2] != 33)
+    mr_case_fail(&c, "broadcast got %d %d %d expected 11 22 33", bc[0], bc[1], bc[2]);
+  check_recv(&c, &r, qcclUint32, n, src, 0, "received block");
+  check_send(&c, &s, "sendbuff");
+  free(ar);
+  mr_case_end(&c);
+}
+
+int main(int argc, char** argv) {
+  mr_t t;
+  mr_init(&t, argc, argv);
+  const int W = t.nranks;
+  case_pairs(&t, 0);
+  case_pairs(&t, 1);
+  case_pairs(&t, 1009);
+  case_order(&t);
+  case_grouporder(&t);
+  for (int k = 1; k < W; k++) case_ring(&t, k, 1009, qcclFloat32);
+  for (int dt = 0; dt < qcclNumTypes; dt++) case_ring(&t, 1 + dt % W, 1009, (qcclDataType_t)dt);
+  case_ring(&t, 1, (size_t)1 << 22, qcclBfloat16); /* 8 MiB: needs the group */
+  case_ring(&t, W > 2 ? W - 1 : 1, 999983, qcclFloat64);
+  if (!t.quick) case_ring(&t, W > 3 ? 2 : 1, (size_t)1 << 22, qcclUint64);
+  case_self(&t, 1009);
+  case_self(&t, t.quick ? MIB : 8 * MIB);
+  case_a2a(&t);
+  case_zero(&t);
+  case_nested(&t);
+  case_mixed(&t);
+  return mr_finish(&t);
+}
