@@ -12,6 +12,7 @@
 
 #include "collectives/coll.h"
 #include "collectives/group.h"
+#include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
 
@@ -179,8 +180,16 @@ qcclResult_t qcclBarrier(qcclComm_t comm, qcclStream_t stream) {
 /* Communicators that span hosts: algorithms over point-to-point. */
 static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
   switch (a->kind) {
-    case COLL_ALLREDUCE:
-      return flat_allreduce(comm, a);
+    case COLL_ALLREDUCE: {
+      int can = comm->rail != NULL && reduce_work_type(a->datatype) == a->datatype;
+      int hier = can && comm->algo_allreduce != COLL_ALGO_FLAT;
+      if (comm->algo_allreduce == COLL_ALGO_HIER && !can)
+        QCCL_INFO(LOG_COLL, "QCCL_ALGO allreduce:hier is not possible here (%s): ring",
+                  comm->rail ? "narrow float type" : "hosts hold different numbers of ranks");
+      QCCL_INFO(LOG_COLL, "AllReduce of %zu x %s on %d ranks / %d hosts: %s", a->count,
+                dtype_name(a->datatype), comm->nranks, comm->nnodes, hier ? "hier" : "ring");
+      return hier ? hier_allreduce(comm, a) : flat_allreduce(comm, a);
+    }
     case COLL_BROADCAST:
       return flat_broadcast(comm, a);
     case COLL_REDUCE:

@@ -37,6 +37,9 @@ typedef enum {
   COLL_NUM_KINDS
 } coll_kind_t;
 
+/* Algorithm choices for QCCL_ALGO. */
+enum { COLL_ALGO_AUTO = 0, COLL_ALGO_FLAT = 1, COLL_ALGO_HIER = 2 };
+
 typedef struct {
   coll_kind_t kind;
   const void* sendbuff;
@@ -70,6 +73,10 @@ struct qcclComm {
   /* a communicator spanning hosts: the ranks of this host (shm) and UCX */
   struct qcclComm* node;
   struct ucx* ucx;
+  /* with equal numbers of ranks per host: the ranks of equal local index,
+   * one per host, for two-level algorithms (NULL otherwise) */
+  struct qcclComm* rail;
+  int algo_allreduce; /* COLL_ALGO_* chosen by QCCL_ALGO, or AUTO */
   /* scratch for algorithms over point-to-point, grown on demand and kept */
   void* scratch[2];
   size_t scratch_bytes[2];
@@ -94,6 +101,15 @@ qcclResult_t flat_gather(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t flat_scatter(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t flat_alltoall(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t flat_barrier(qcclComm_t comm);
+
+/* The ring all-reduce of flat_allreduce.c on any buffers (in may equal
+ * out). */
+qcclResult_t flat_ring_allreduce(qcclComm_t comm, const void* in, void* out, size_t count,
+                                 qcclDataType_t t, qcclRedOp_t op);
+
+/* Two-level AllReduce (hier_allreduce.c), for communicators whose hosts
+ * hold equal numbers of ranks (comm->rail exists). */
+qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a);
 
 /* Records the failure of a call on comm: copies the thread's last error into
  * the communicator and, for failures that break it (timeout, remote, system,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "collectives/coll.h"
@@ -80,6 +81,10 @@ qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
 
 /* Frees whatever of c exists (also a half-built one). */
 static void comm_free_parts(qcclComm_t c, int abort) {
+  if (c->rail) {
+    c->rail->magic = COMM_DEAD;
+    comm_free_parts(c->rail, abort);
+  }
   if (c->node) {
     c->node->magic = COMM_DEAD;
     comm_free_parts(c->node, abort);
@@ -107,6 +112,39 @@ qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out) 
     comm->scratch_bytes[which] = bytes;
   }
   *out = comm->scratch[which];
+  return qcclSuccess;
+}
+
+/* QCCL_ALGO: a comma list of collective:algorithm (NCCL's syntax). Only the
+ * AllReduce across hosts has a choice so far: flat (ring over all ranks) or
+ * hier (two-level); anything else is refused with the variable named. */
+static qcclResult_t comm_parse_algo(qcclComm_t c) {
+  const char* v = env_get("QCCL_ALGO");
+  if (v == NULL) return qcclSuccess;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", v);
+  char* save = NULL;
+  for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char* colon = strchr(t, ':');
+    if (colon == NULL)
+      return QCCL_ERR(qcclInvalidArgument, "QCCL_ALGO='%s': '%s' is not collective:algorithm", v,
+                      t);
+    *colon = '\0';
+    const char* algo = colon + 1;
+    if (strcasecmp(t, "allreduce") != 0)
+      return QCCL_ERR(qcclInvalidArgument,
+                      "QCCL_ALGO='%s': no algorithm choice for '%s' (only allreduce)", v, t);
+    if (strcasecmp(algo, "flat") == 0 || strcasecmp(algo, "ring") == 0)
+      c->algo_allreduce = COLL_ALGO_FLAT;
+    else if (strcasecmp(algo, "hier") == 0)
+      c->algo_allreduce = COLL_ALGO_HIER;
+    else if (strcasecmp(algo, "auto") == 0)
+      c->algo_allreduce = COLL_ALGO_AUTO;
+    else
+      return QCCL_ERR(qcclInvalidArgument,
+                      "QCCL_ALGO='%s': allreduce algorithm '%s' is not flat, ring, hier or auto", v,
+                      algo);
+  }
   return qcclSuccess;
 }
 
@@ -153,6 +191,21 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
   qcclResult_t r = ucx_open(c->boot, remote, c->timeout, &c->ucx);
   free(remote);
   if (r != qcclSuccess) return r;
+  /* equal numbers of ranks per host: the rail of this local index */
+  int equal = 1;
+  for (int h = 1; h < c->nnodes && equal; h++) {
+    int a = 0, b = 0;
+    for (int i = 0; i < c->nranks; i++) {
+      a += c->node_of[i] == 0;
+      b += c->node_of[i] == h;
+    }
+    equal = a == b;
+  }
+  if (equal && c->node->nranks > 1) {
+    bootstrap_t* rb;
+    QCCL_CHECK(boot_split(c->boot, c->node->rank, c->node_of[c->rank], &rb));
+    QCCL_CHECK(comm_build(rb, c->timeout, config, &c->rail));
+  }
   c->spin = c->node->spin;
   for (int i = 0, local = 0; i < c->nranks; i++) {
     if (c->node_of[i] == c->node_of[c->rank]) {
@@ -213,6 +266,7 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   c->ncores = host.ncores;
   QCCL_CHECK_GOTO(boot_allgather(boot, peers, sizeof *peers), r, fail);
   c->nnodes = comm_place(peers, c->nranks, c->node_of);
+  QCCL_CHECK_GOTO(comm_parse_algo(c), r, fail);
   if (c->nnodes == 1)
     QCCL_CHECK_GOTO(comm_connect_local(c), r, fail);
   else

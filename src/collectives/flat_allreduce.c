@@ -16,8 +16,8 @@
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 
-static qcclResult_t ring_allreduce(qcclComm_t c, const void* in, void* out, size_t count,
-                                   qcclDataType_t t, qcclRedOp_t op) {
+qcclResult_t flat_ring_allreduce(qcclComm_t c, const void* in, void* out, size_t count,
+                                 qcclDataType_t t, qcclRedOp_t op) {
   int w = c->nranks, r = c->rank;
   int next = (r + 1) % w, prev = (r + w - 1) % w;
   qcclDataType_t wt = reduce_work_type(t);
@@ -58,12 +58,12 @@ static qcclResult_t ring_allreduce(qcclComm_t c, const void* in, void* out, size
 }
 
 qcclResult_t flat_allreduce(qcclComm_t comm, const coll_args_t* a) {
-  return ring_allreduce(comm, a->sendbuff, a->recvbuff, a->count, a->datatype, a->op);
+  return flat_ring_allreduce(comm, a->sendbuff, a->recvbuff, a->count, a->datatype, a->op);
 }
 
 qcclResult_t flat_reduce(qcclComm_t comm, const coll_args_t* a) {
   void* out = a->recvbuff;
   if (comm->rank != a->root)
     QCCL_CHECK(comm_scratch(comm, 1, a->count * dtype_size(a->datatype), &out));
-  return ring_allreduce(comm, a->sendbuff, out, a->count, a->datatype, a->op);
+  return flat_ring_allreduce(comm, a->sendbuff, out, a->count, a->datatype, a->op);
 }

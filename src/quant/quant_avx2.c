@@ -110,7 +110,10 @@ static void a2_encode(const quant_ctx_t* c, const qm_block_t* b, const float* x,
                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const __m256i step = _mm256_set1_epi32(8);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  int nt = c->stream && ((uintptr_t)codes & 31) == 0;
+  /* non-temporal only for whole cache lines: a line written partly with
+   * streaming and partly with ordinary stores is very slow */
+  int nt =
+      c->stream && ((uintptr_t)codes & 63) == 0 && qm_block_code_bytes(c->block, c->bits) % 64 == 0;
   int i = 0;
   for (; i + 32 <= nr; i += 32) {
     __m256i q[4];
@@ -179,7 +182,7 @@ static inline void a2_values32(const quant_ctx_t* c, const uint8_t* codes, int i
 static void a2_decode(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes, int nr,
                       float* out, int stream) {
   const __m256 s = _mm256_set1_ps(scale), l = _mm256_set1_ps(lo);
-  int nt = stream && ((uintptr_t)out & 31) == 0;
+  int nt = stream && ((uintptr_t)out & 63) == 0;
   int i = 0;
   for (; i + 32 <= nr; i += 32) {
     __m256 v[4];
@@ -311,7 +314,7 @@ static inline __m128i a2_to_bf16(__m256 v) {
 
 static void a2_store(const float* src, size_t n, qcclDataType_t type, void* dst, int stream) {
   unsigned char* d = (unsigned char*)dst;
-  int nt = stream && ((uintptr_t)dst & 31) == 0;
+  int nt = stream && ((uintptr_t)dst & 63) == 0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_loadu_ps(src + i);

@@ -14,6 +14,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "quant/quant_impl.h"
 
@@ -129,7 +130,10 @@ static void a5_encode(const quant_ctx_t* c, const qm_block_t* b, const float* x,
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i vidx = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)idx), iota);
   const __m512i step = _mm512_set1_epi32(16);
-  int nt = c->stream && ((uintptr_t)codes & 63) == 0;
+  /* non-temporal only for whole cache lines: a line written partly with
+   * streaming and partly with ordinary stores is very slow */
+  int nt =
+      c->stream && ((uintptr_t)codes & 63) == 0 && qm_block_code_bytes(c->block, c->bits) % 64 == 0;
   int i = 0;
   for (; i + 64 <= nr; i += 64) {
     __m512i q[4];
@@ -158,12 +162,25 @@ static void a5_encode(const quant_ctx_t* c, const qm_block_t* b, const float* x,
     __mmask16 k = a5_mask(rem);
     __m512i q = a5_code(&e, _mm512_maskz_loadu_ps(k, x + i), vidx);
     vidx = _mm512_add_epi32(vidx, step);
+    /* plain stores (a masked store to an uncached line stalls on Zen 4) */
     if (c->bits == 8) {
-      _mm512_mask_cvtepi32_storeu_epi8(codes + i, k, q);
+      __m128i b = _mm512_cvtepi32_epi8(q);
+      if (rem == 16) {
+        _mm_storeu_si128((__m128i*)(void*)(codes + i), b);
+      } else {
+        uint8_t buf[16];
+        _mm_storeu_si128((__m128i*)(void*)buf, b);
+        memcpy(codes + i, buf, (size_t)rem);
+      }
     } else {
-      q = _mm512_maskz_mov_epi32(k, q);
-      __mmask8 kb = (__mmask8)((1u << ((rem + 1) / 2)) - 1u);
-      _mm512_mask_cvtepi64_storeu_epi8(codes + i / 2, kb, a5_pair4(q));
+      __m128i b = _mm512_cvtepi64_epi8(a5_pair4(_mm512_maskz_mov_epi32(k, q)));
+      if (rem == 16) {
+        _mm_storel_epi64((__m128i*)(void*)(codes + i / 2), b);
+      } else {
+        uint8_t buf[16];
+        _mm_storeu_si128((__m128i*)(void*)buf, b);
+        memcpy(codes + i / 2, buf, (size_t)(rem + 1) / 2);
+      }
     }
   }
 }
@@ -201,8 +218,6 @@ static inline __m512 a5_values(const quant_ctx_t* c, const uint8_t* codes, int i
   return a5_value(q, s, lo, c->asym);
 }
 
-static void a5_store(const float* src, size_t n, qcclDataType_t type, void* dst, int stream);
-
 /* 64 codes from codes[i] (int8) or codes[i / 2] (int4) as 64 signed or
  * unsigned bytes in element order. */
 static inline __m512i a5_bytes64(const quant_ctx_t* c, const uint8_t* codes, int i) {
@@ -237,31 +252,45 @@ static inline void a5_values64(const quant_ctx_t* c, const uint8_t* codes, int i
                   s, lo, c->asym);
 }
 
+/* The first n (< 16) lanes of v to out with plain (unmasked) stores: a
+ * masked store to a line that is not cached stalls on Zen 4. */
+static inline void a5_store_part(float* out, __m512 v, int n) {
+  float buf[16] __attribute__((aligned(64)));
+  _mm512_store_ps(buf, v);
+  memcpy(out, buf, (size_t)n * sizeof(float));
+}
+
+/* With stream, the output is written non-temporally from its first 64-byte
+ * boundary on (the elements before it, and a short tail, with plain
+ * stores), whatever its alignment; int4 needs an even number of head
+ * elements (else ordinary stores throughout). */
 static void a5_decode(const quant_ctx_t* c, float scale, float lo, const uint8_t* codes, int nr,
                       float* out, int stream) {
   const __m512 s = _mm512_set1_ps(scale), l = _mm512_set1_ps(lo);
-  int nt = stream && ((uintptr_t)out & 63) == 0;
-  if (stream && !nt) {
-    /* misaligned: decode in L1, then stream with a peeled head */
-    float tmp[QM_BLOCK_MAX] __attribute__((aligned(64)));
-    a5_decode(c, scale, lo, codes, nr, tmp, 0);
-    a5_store(tmp, (size_t)nr, qcclFloat32, out, 1);
-    return;
-  }
+  uintptr_t a = (uintptr_t)out;
   int i = 0;
-  for (; i + 64 <= nr; i += 64) {
-    __m512 v[4];
-    a5_values64(c, codes, i, s, l, v);
-    for (int j = 0; j < 4; j++) {
-      if (nt)
-        _mm512_stream_ps(out + i + 16 * j, v[j]);
-      else
-        _mm512_storeu_ps(out + i + 16 * j, v[j]);
+  if (stream && (a & 3) == 0) {
+    int head = (int)(((64 - (a & 63)) & 63) / 4);
+    if (head <= nr && !(c->bits == 4 && (head & 1))) {
+      if (head > 0) a5_store_part(out, a5_values(c, codes, 0, head, s, l), head);
+      for (i = head; i + 16 <= nr; i += 16)
+        _mm512_stream_ps(out + i, a5_values(c, codes, i, 16, s, l));
+      if (i < nr) a5_store_part(out + i, a5_values(c, codes, i, nr - i, s, l), nr - i);
+      return;
+    }
+  } else {
+    for (; i + 64 <= nr; i += 64) {
+      __m512 v[4];
+      a5_values64(c, codes, i, s, l, v);
+      for (int j = 0; j < 4; j++) _mm512_storeu_ps(out + i + 16 * j, v[j]);
     }
   }
   for (; i < nr; i += 16) {
     int rem = nr - i < 16 ? nr - i : 16;
-    _mm512_mask_storeu_ps(out + i, a5_mask(rem), a5_values(c, codes, i, rem, s, l));
+    if (rem == 16)
+      _mm512_storeu_ps(out + i, a5_values(c, codes, i, 16, s, l));
+    else
+      a5_store_part(out + i, a5_values(c, codes, i, rem, s, l), rem);
   }
 }
 
@@ -277,9 +306,12 @@ static void a5_decode_acc(const quant_ctx_t* c, float scale, float lo, const uin
   }
   for (; i < nr; i += 16) {
     int rem = nr - i < 16 ? nr - i : 16;
-    __mmask16 k = a5_mask(rem);
-    __m512 a = _mm512_maskz_loadu_ps(k, acc + i);
-    _mm512_mask_storeu_ps(acc + i, k, _mm512_add_ps(a, a5_values(c, codes, i, rem, s, l)));
+    __m512 a = _mm512_maskz_loadu_ps(a5_mask(rem), acc + i);
+    a = _mm512_add_ps(a, a5_values(c, codes, i, rem, s, l));
+    if (rem == 16)
+      _mm512_storeu_ps(acc + i, a);
+    else
+      a5_store_part(acc + i, a, rem);
   }
 }
 
@@ -434,22 +466,30 @@ static inline __m256i a5_to_bf16(__m512 v) {
   return _mm512_cvtepi32_epi16(r);
 }
 
-/* Writes 16 values (lanes k) as type at element i of d; nt: non-temporal
- * (d + i aligned to 16 elements). */
-static inline void a5_put16(unsigned char* d, size_t i, __m512 v, qcclDataType_t type, __mmask16 k,
+/* Writes the first cnt (<= 16) of 16 values as type at element i of d: nt,
+ * non-temporal (cnt 16, d + i aligned to 16 elements); partial vectors with
+ * plain stores (a masked store to an uncached line stalls on Zen 4). */
+static inline void a5_put16(unsigned char* d, size_t i, __m512 v, qcclDataType_t type, int cnt,
                             int nt) {
   if (type == qcclFloat32) {
-    if (nt)
+    if (cnt < 16)
+      a5_store_part((float*)(void*)(d + 4 * i), v, cnt);
+    else if (nt)
       _mm512_stream_ps((float*)(void*)(d + 4 * i), v);
     else
-      _mm512_mask_storeu_ps(d + 4 * i, k, v);
+      _mm512_storeu_ps(d + 4 * i, v);
     return;
   }
   __m256i h = type == qcclFloat16 ? _mm512_cvtps_ph(v, RNE) : a5_to_bf16(v);
-  if (nt)
+  if (cnt < 16) {
+    uint16_t buf[16] __attribute__((aligned(32)));
+    _mm256_store_si256((__m256i*)(void*)buf, h);
+    memcpy(d + 2 * i, buf, (size_t)cnt * 2);
+  } else if (nt) {
     _mm256_stream_si256((__m256i*)(void*)(d + 2 * i), h);
-  else
-    _mm256_mask_storeu_epi16(d + 2 * i, k, h);
+  } else {
+    _mm256_storeu_si256((__m256i*)(void*)(d + 2 * i), h);
+  }
 }
 
 /* With stream, the first elements up to a 16-element boundary of dst are
@@ -464,14 +504,12 @@ static void a5_store(const float* src, size_t n, qcclDataType_t type, void* dst,
     size_t head = ((16 * es - a % (16 * es)) % (16 * es)) / es;
     if (head > n) head = n;
     if (head > 0)
-      a5_put16(d, 0, _mm512_maskz_loadu_ps(a5_mask((int)head), src), type, a5_mask((int)head), 0);
+      a5_put16(d, 0, _mm512_maskz_loadu_ps(a5_mask((int)head), src), type, (int)head, 0);
     i = head;
   }
-  for (; i + 16 <= n; i += 16) a5_put16(d, i, _mm512_loadu_ps(src + i), type, 0xffff, nt);
-  if (i < n) {
-    __mmask16 k = a5_mask((int)(n - i));
-    a5_put16(d, i, _mm512_maskz_loadu_ps(k, src + i), type, k, 0);
-  }
+  for (; i + 16 <= n; i += 16) a5_put16(d, i, _mm512_loadu_ps(src + i), type, 16, nt);
+  if (i < n)
+    a5_put16(d, i, _mm512_maskz_loadu_ps(a5_mask((int)(n - i)), src + i), type, (int)(n - i), 0);
 }
 
 static void a5_fence(void) {
