@@ -255,7 +255,9 @@ qcclResult_t qcclScatter(const void* sendbuff, void* recvbuff, size_t count,
  * (same count and datatype). Sends to one peer are matched with its
  * receives in order. Outside a group the call returns when the data has
  * left sendbuff; exchanges that depend on each other (a ring shift, say)
- * must be inside qcclGroupStart/qcclGroupEnd. */
+ * must be inside qcclGroupStart/qcclGroupEnd. Within a group, sendbuff may
+ * overlap the buffer of a receive (a shift in place): the data sent is
+ * sendbuff as it was at qcclGroupEnd. */
 qcclResult_t qcclSend(const void* sendbuff, size_t count, qcclDataType_t datatype, int peer,
                       qcclComm_t comm, qcclStream_t stream);
 

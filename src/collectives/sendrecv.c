@@ -8,6 +8,10 @@
  * progress the rank backs off (spin, yield, nap) and periodically checks
  * that the peers it waits on are alive and that the timeout has not
  * passed. A failure cancels the other transfers of the batch.
+ *
+ * A send whose buffer overlaps the buffer of a receive in the same batch
+ * (a ring shift in place, MPI_Sendrecv_replace's pattern) is sent from a
+ * private copy, since the receive may overwrite it while it is in flight.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +43,60 @@ static qcclResult_t p2p_post(const coll_args_t* a, qcclComm_t c, p2p_state_t* st
   return t->irecv(c->peer_ctx[a->root], idx, a->recvbuff, n, &st->req);
 }
 
+static int p2p_overlap(const void* a, size_t an, const void* b, size_t bn) {
+  const char* x = a;
+  const char* y = b;
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+/* Replaces, in a private copy of ops, every send buffer that overlaps a
+ * receive buffer of the batch by a copy of it; *copies lists what to free.
+ * Returns ops unchanged when nothing overlaps. */
+static qcclResult_t p2p_unalias(const coll_args_t* ops, int n, coll_args_t** out, void*** copies) {
+  *out = NULL;
+  *copies = NULL;
+  for (int i = 0; i < n; i++) {
+    if (ops[i].kind != COLL_SEND) continue;
+    size_t si = ops[i].count * dtype_size(ops[i].datatype);
+    for (int j = 0; j < n; j++) {
+      if (ops[j].kind != COLL_RECV || !p2p_overlap(ops[i].sendbuff, si, ops[j].recvbuff,
+                                                   ops[j].count * dtype_size(ops[j].datatype)))
+        continue;
+      if (*out == NULL) {
+        *out = malloc(sizeof **out * (size_t)n);
+        *copies = calloc((size_t)n, sizeof **copies);
+        if (!*out || !*copies) return QCCL_ERR(qcclSystemError, "out of memory");
+        memcpy(*out, ops, sizeof **out * (size_t)n);
+      }
+      void* c = malloc(si);
+      if (!c) return QCCL_ERR(qcclSystemError, "out of memory (%zu bytes)", si);
+      memcpy(c, ops[i].sendbuff, si);
+      (*copies)[i] = c;
+      (*out)[i].sendbuff = c;
+      break;
+    }
+  }
+  return qcclSuccess;
+}
+
+static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int n);
+
 qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
+  coll_args_t* own = NULL;
+  void** copies = NULL;
+  qcclResult_t r = p2p_unalias(ops, n, &own, &copies);
+  if (r == qcclSuccess)
+    r = p2p_run_batch(own ? own : ops, comms, n);
+  else
+    comm_fail(comms[0], r);
+  for (int i = 0; copies && i < n; i++) free(copies[i]);
+  free(copies);
+  free(own);
+  return r;
+}
+
+static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int n) {
+  if (n <= 0) return qcclSuccess;
   qcclResult_t r = qcclSuccess;
   int failed = -1;
   p2p_state_t* st = calloc((size_t)n, sizeof *st);

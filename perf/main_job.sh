@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# perf/main_job.sh [build-dir] - the short side-by-side that the README's
+# first command (tools/main-job.sh) ends with: every collective on 4 local
+# ranks at 64 KiB, 1 MiB and 16 MiB, qccl next to Open MPI and gloo when they
+# are installed (peers that are missing are skipped, with the command that
+# installs them), then the quantization codec's table.
+#
+# Quantized collectives (issue 7) slot in through QUANT below: compare.py runs
+# each with `-q $QUANT_FORMAT` against its plain peer (allgather_q against
+# Open MPI's and gloo's allgather), so the bandwidths line up.
+#
+# Environment: QCCL_MAIN_RANKS (default 4), QCCL_MAIN_ITERS (default 10).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+ranks=${QCCL_MAIN_RANKS:-4}
+iters=${QCCL_MAIN_ITERS:-10}
+
+PLAIN="allreduce,allgather,reducescatter,alltoall,broadcast,reduce,gather,scatter,sendrecv"
+QUANT=""  # issue 7: QUANT="allgather_q,reducescatter_q,allreduce_q"
+QUANT_FORMAT="int8"
+
+colls="$PLAIN${QUANT:+,$QUANT}"
+echo "# qccl main job: $ranks local ranks, $(nproc) CPUs, $(date '+%Y-%m-%d %H:%M')"
+python3 perf/compare.py --build "$build" --ranks "$ranks" --colls "$colls" \
+  --quant-format "$QUANT_FORMAT" -b 64K -e 16M -f 16 -n "$iters" -w 2 \
+  --latency-size 8K --no-docs --no-plot --compact --outdir "$build/main-job"
+rc=$?
+
+echo
+"$build/perf/qccl-perf" quant -b 64K -e 16M -f 16 -n "$iters" -w 2
+qrc=$?
+[ "$qrc" -eq 77 ] && qrc=0  # a libqccl without the codec skips
+
+echo "# logs and JSON: $build/main-job/"
+[ "$rc" -ne 0 ] && exit "$rc"
+exit "$qrc"

@@ -1,0 +1,208 @@
+/*
+ * copybw.c - the memory-copy bandwidth of this host, the physical bound of
+ * every collective that moves its bytes through memory.
+ *
+ *   qccl-copybw [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR] [-n ITERS] [-J FILE]
+ *
+ * T threads (default: the online CPUs) each copy a buffer of SIZE bytes
+ * into another of their own, -n times after two warm-up copies, all
+ * starting together; once with memcpy() and once with a non-temporal copy
+ * (streaming stores that bypass the cache: the faster one for buffers
+ * larger than the cache). Bandwidth counts bytes read plus bytes written
+ * (2 x SIZE per copy), as docs/PERF.md's bounds do, summed over threads,
+ * each thread's bytes over its median copy time. "best" is the larger of
+ * the two kernels: the bound that perf/compare.py uses.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+typedef struct {
+  size_t size;
+  int iters;
+  int nt; /* 1: the non-temporal copy */
+  pthread_barrier_t* start;
+  double median_s;
+  int failed;
+} copy_thread_t;
+
+static double copy_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int copy_cmp(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* n bytes between 4096-aligned buffers, with streaming stores. */
+static void copy_nt(void* dst, const void* src, size_t n) {
+#if defined(__x86_64__)
+  __m128i* d = dst;
+  const __m128i* s = src;
+  size_t blocks = n / 64;
+  for (size_t i = 0; i < blocks; i++, d += 4, s += 4) {
+    __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1);
+    __m128i c = _mm_load_si128(s + 2), e = _mm_load_si128(s + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  _mm_sfence();
+  memcpy((char*)dst + blocks * 64, (const char*)src + blocks * 64, n - blocks * 64);
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
+static void copy_once(const copy_thread_t* c, char* dst, const char* src) {
+  if (c->nt)
+    copy_nt(dst, src, c->size);
+  else
+    memcpy(dst, src, c->size);
+  __asm__ __volatile__("" : : "r"(dst) : "memory"); /* keep the copy */
+}
+
+static void* copy_thread(void* arg) {
+  copy_thread_t* c = arg;
+  size_t alloc = (c->size + 4095) / 4096 * 4096;
+  char* src = aligned_alloc(4096, alloc);
+  char* dst = aligned_alloc(4096, alloc);
+  double* t = calloc((size_t)c->iters, sizeof(double));
+  if (!src || !dst || !t) {
+    c->failed = 1;
+    pthread_barrier_wait(c->start);
+    free(src), free(dst), free(t);
+    return NULL;
+  }
+  memset(src, 1, c->size);
+  memset(dst, 2, c->size);
+  for (int i = 0; i < 2; i++) copy_once(c, dst, src);
+  pthread_barrier_wait(c->start);
+  for (int i = 0; i < c->iters; i++) {
+    double t0 = copy_now();
+    copy_once(c, dst, src);
+    t[i] = copy_now() - t0;
+  }
+  qsort(t, (size_t)c->iters, sizeof(double), copy_cmp);
+  c->median_s = c->iters % 2 ? t[c->iters / 2] : 0.5 * (t[c->iters / 2 - 1] + t[c->iters / 2]);
+  free(src), free(dst), free(t);
+  return NULL;
+}
+
+/* One kernel at one size on every thread: the summed bandwidth in GB/s. */
+static int copy_run(size_t size, int iters, int threads, int nt, double* aggr) {
+  pthread_barrier_t start;
+  copy_thread_t* c = calloc((size_t)threads, sizeof *c);
+  pthread_t* tid = calloc((size_t)threads, sizeof *tid);
+  if (!c || !tid) {
+    free(c), free(tid);
+    return -1;
+  }
+  pthread_barrier_init(&start, NULL, (unsigned)threads);
+  for (int i = 0; i < threads; i++) {
+    c[i] = (copy_thread_t){size, iters, nt, &start, 0, 0};
+    pthread_create(&tid[i], NULL, copy_thread, &c[i]);
+  }
+  int failed = 0;
+  *aggr = 0;
+  for (int i = 0; i < threads; i++) {
+    pthread_join(tid[i], NULL);
+    failed |= c[i].failed;
+    if (!c[i].failed) *aggr += 2.0 * (double)size / c[i].median_s / 1e9;
+  }
+  pthread_barrier_destroy(&start);
+  free(c), free(tid);
+  return failed ? -1 : 0;
+}
+
+static int copy_size(const char* s, size_t* out) {
+  char* end = NULL;
+  unsigned long long v = strtoull(s, &end, 0), mul = 1;
+  if (end == s) return -1;
+  if (*end == 'K' || *end == 'k')
+    mul = 1ull << 10, end++;
+  else if (*end == 'M' || *end == 'm')
+    mul = 1ull << 20, end++;
+  else if (*end == 'G' || *end == 'g')
+    mul = 1ull << 30, end++;
+  if (*end != '\0') return -1;
+  *out = (size_t)(v * mul);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), iters = 20, factor = 4, opt;
+  size_t minb = 1024, maxb = 256u << 20;
+  const char* json = NULL;
+  while ((opt = getopt(argc, argv, "t:b:e:f:n:J:h")) != -1) {
+    switch (opt) {
+      case 't':
+        threads = atoi(optarg);
+        break;
+      case 'b':
+        if (copy_size(optarg, &minb)) goto usage;
+        break;
+      case 'e':
+        if (copy_size(optarg, &maxb)) goto usage;
+        break;
+      case 'f':
+        factor = atoi(optarg);
+        break;
+      case 'n':
+        iters = atoi(optarg);
+        break;
+      case 'J':
+        json = optarg;
+        break;
+      default:
+        goto usage;
+    }
+  }
+  if (threads < 1 || threads > 1024 || iters < 1 || factor < 2 || minb < 1) goto usage;
+  FILE* jf = json ? fopen(json, "w") : NULL;
+  if (json && !jf) perror(json);
+  printf(
+      "# qccl-copybw: %d thread(s) each copy SIZE bytes; GB/s = (read + written) / median "
+      "time, GB = 1e9, summed over threads\n",
+      threads);
+  printf("# %10s  %12s  %12s  %12s\n", "size(B)", "memcpy GB/s", "nt-copy GB/s", "best GB/s");
+  if (jf) fprintf(jf, "{\"tool\": \"qccl-copybw\", \"threads\": %d, \"rows\": [", threads);
+  int first = 1;
+  for (size_t s = minb; s <= maxb; s *= (size_t)factor) {
+    double bw[2];
+    for (int nt = 0; nt < 2; nt++) {
+      if (copy_run(s, iters, threads, nt, &bw[nt]) != 0) {
+        fprintf(stderr, "qccl-copybw: out of memory at %zu bytes\n", s);
+        return 1;
+      }
+    }
+    double best = bw[0] > bw[1] ? bw[0] : bw[1];
+    printf("  %10zu  %12.2f  %12.2f  %12.2f\n", s, bw[0], bw[1], best);
+    if (jf)
+      fprintf(jf,
+              "%s\n  {\"size\": %zu, \"gbps_aggr\": %.4f, \"gbps_memcpy\": %.4f, "
+              "\"gbps_nt\": %.4f}",
+              first ? "" : ",", s, best, bw[0], bw[1]);
+    first = 0;
+  }
+  if (jf) {
+    fprintf(jf, "\n]}\n");
+    fclose(jf);
+  }
+  return 0;
+usage:
+  fprintf(stderr,
+          "usage: %s [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR>=2] [-n ITERS] [-J FILE]\n",
+          argv[0]);
+  return 2;
+}
