@@ -213,6 +213,9 @@ static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
 
 qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
   qcclResult_t r;
+  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
+   * be NULL) */
+  if (a->count == 0 && a->kind != COLL_BARRIER) return qcclSuccess;
   if (comm->nnodes > 1) return comm_fail(comm, coll_run_flat(comm, a));
   switch (a->kind) {
     case COLL_ALLREDUCE:
