@@ -273,8 +273,12 @@ static void a5_decode(const quant_ctx_t* c, float scale, float lo, const uint8_t
     int head = (int)(((64 - (a & 63)) & 63) / 4);
     if (head <= nr && !(c->bits == 4 && (head & 1))) {
       if (head > 0) a5_store_part(out, a5_values(c, codes, 0, head, s, l), head);
-      for (i = head; i + 16 <= nr; i += 16)
-        _mm512_stream_ps(out + i, a5_values(c, codes, i, 16, s, l));
+      for (i = head; i + 64 <= nr; i += 64) {
+        __m512 v[4];
+        a5_values64(c, codes, i, s, l, v);
+        for (int j = 0; j < 4; j++) _mm512_stream_ps(out + i + 16 * j, v[j]);
+      }
+      for (; i + 16 <= nr; i += 16) _mm512_stream_ps(out + i, a5_values(c, codes, i, 16, s, l));
       if (i < nr) a5_store_part(out + i, a5_values(c, codes, i, nr - i, s, l), nr - i);
       return;
     }
