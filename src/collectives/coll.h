@@ -107,8 +107,8 @@ qcclResult_t flat_barrier(qcclComm_t comm);
 qcclResult_t flat_ring_allreduce(qcclComm_t comm, const void* in, void* out, size_t count,
                                  qcclDataType_t t, qcclRedOp_t op);
 
-/* Two-level AllReduce (hier_allreduce.c), for communicators whose hosts
- * hold equal numbers of ranks (comm->rail exists). */
+/* Two-level AllReduce (allreduce.c with a rail stage), for communicators
+ * whose hosts hold equal numbers of ranks (comm->rail exists). */
 qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a);
 
 /* Records the failure of a call on comm: copies the thread's last error into
