@@ -20,22 +20,20 @@ static const char* const coll_names[COLL_NUM_KINDS] = {
     "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
     "Gather",    "Scatter",   "Send",   "Recv",      "Barrier"};
 
-/* Which buffers a kind needs, and how many elements each holds (in units
- * of count): "all" ranks or only the root. */
+/* Which buffers a kind needs (on every rank, or on the root only) and which
+ * of root / peer / op it takes. Sizes are checked as count x nranks for all. */
 typedef struct {
-  int send_mult; /* 0: no send buffer; 1: count; -1: nranks * count */
-  int send_root_only;
-  int recv_mult;
-  int recv_root_only;
+  int send, send_root_only;
+  int recv, recv_root_only;
   int has_op, has_root, has_peer;
 } coll_shape_t;
 
 static const coll_shape_t coll_shapes[COLL_NUM_KINDS] = {
-    [COLL_ALLREDUCE] = {1, 0, 1, 0, 1, 0, 0},      [COLL_BROADCAST] = {1, 1, 1, 0, 0, 1, 0},
-    [COLL_REDUCE] = {1, 0, 1, 1, 1, 1, 0},         [COLL_ALLGATHER] = {1, 0, -1, 0, 0, 0, 0},
-    [COLL_REDUCESCATTER] = {-1, 0, 1, 0, 1, 0, 0}, [COLL_ALLTOALL] = {-1, 0, -1, 0, 0, 0, 0},
-    [COLL_GATHER] = {1, 0, -1, 1, 0, 1, 0},        [COLL_SCATTER] = {-1, 1, 1, 0, 0, 1, 0},
-    [COLL_SEND] = {1, 0, 0, 0, 0, 0, 1},           [COLL_RECV] = {0, 0, 1, 0, 0, 0, 1},
+    [COLL_ALLREDUCE] = {1, 0, 1, 0, 1, 0, 0},     [COLL_BROADCAST] = {1, 1, 1, 0, 0, 1, 0},
+    [COLL_REDUCE] = {1, 0, 1, 1, 1, 1, 0},        [COLL_ALLGATHER] = {1, 0, 1, 0, 0, 0, 0},
+    [COLL_REDUCESCATTER] = {1, 0, 1, 0, 1, 0, 0}, [COLL_ALLTOALL] = {1, 0, 1, 0, 0, 0, 0},
+    [COLL_GATHER] = {1, 0, 1, 1, 0, 1, 0},        [COLL_SCATTER] = {1, 1, 1, 0, 0, 1, 0},
+    [COLL_SEND] = {1, 0, 0, 0, 0, 0, 1},          [COLL_RECV] = {0, 0, 1, 0, 0, 0, 1},
     [COLL_BARRIER] = {0, 0, 0, 0, 0, 0, 0},
 };
 
@@ -80,9 +78,9 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
                     a->count, es, comm->nranks);
   if (a->count == 0) return qcclSuccess;
   int is_root = a->root == comm->rank;
-  if (sh->send_mult != 0 && (!sh->send_root_only || is_root) && a->sendbuff == NULL)
+  if (sh->send && (!sh->send_root_only || is_root) && a->sendbuff == NULL)
     return QCCL_ERR(qcclInvalidArgument, "qccl%s: sendbuff is NULL with count=%zu", name, a->count);
-  if (sh->recv_mult != 0 && (!sh->recv_root_only || is_root) && a->recvbuff == NULL)
+  if (sh->recv && (!sh->recv_root_only || is_root) && a->recvbuff == NULL)
     return QCCL_ERR(qcclInvalidArgument, "qccl%s: recvbuff is NULL with count=%zu", name, a->count);
   if (a->kind == COLL_ALLTOALL) {
     size_t bytes = a->count * es * (size_t)comm->nranks;

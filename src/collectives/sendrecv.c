@@ -130,7 +130,6 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
       }
       int fin = 0;
       size_t before = st[i].moved;
-      st[i].moved = t->moved(ctx, st[i].req);
       r = t->test(ctx, st[i].req, &fin);
       if (r != qcclSuccess) {
         st[i].req = NULL; /* freed by test */
@@ -142,8 +141,9 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
         st[i].complete = 1;
         left--;
         progress = 1;
-      } else if (t->moved(ctx, st[i].req) != before) {
-        progress = 1;
+      } else {
+        st[i].moved = t->moved(ctx, st[i].req);
+        progress |= st[i].moved != before;
       }
     }
     if (left == 0) break;
