@@ -17,6 +17,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define QCCL_MAJOR 0
 #define QCCL_MINOR 1
@@ -279,6 +280,100 @@ qcclResult_t qcclGroupStart(void);
 qcclResult_t qcclGroupEnd(void);
 
 /* ------------------------------------------------------------------------
+ * Topology. Ranks are placed on nodes by host identity (hostname + boot
+ * id, or QCCL_HOST_ID); nodes are numbered by their lowest rank, and the
+ * ranks of a node by rank (local rank 0 is the node's leader). Ranks of a
+ * node need not be contiguous, and nodes may hold different numbers of
+ * ranks. The map is the same on every rank. The Split calls below are
+ * collective over comm (every rank must call them, in the same order as
+ * other collectives); each makes one qcclCommSplit, so config is as there
+ * (NULL: the parent's settings, named "<parent>.node" etc.).
+ * ------------------------------------------------------------------------ */
+
+/* Where this rank is: its node (0 <= node < nnodes), its index among the
+ * ranks of that node and their number. Any output may be NULL. Local. */
+qcclResult_t qcclCommNodeInfo(const qcclComm_t comm, int* node, int* nnodes, int* localRank,
+                              int* localSize);
+
+/* The node and local rank of rank peer of comm. Either output may be NULL.
+ * Local. */
+qcclResult_t qcclCommPeerNode(const qcclComm_t comm, int peer, int* node, int* localRank);
+
+/* The number of ranks on node (0 <= node < nnodes). Nodes of unequal sizes
+ * are allowed; algorithms that need equal ones compare these. Local. */
+qcclResult_t qcclCommNodeSize(const qcclComm_t comm, int node, int* size);
+
+/* The ranks of comm on this rank's node, ordered by rank: the new rank is
+ * the local rank. Never NULL. */
+qcclResult_t qcclCommSplitNode(qcclComm_t comm, qcclConfig_t* config, qcclComm_t* newcomm);
+
+/* The ranks of comm with this rank's local rank, one per node that has
+ * that many ranks, ordered by node: with uneven nodes a high local rank
+ * gives a smaller rail. Never NULL. */
+qcclResult_t qcclCommSplitRail(qcclComm_t comm, qcclConfig_t* config, qcclComm_t* newcomm);
+
+/* The leaders (local rank 0) of every node, ordered by node: the new rank
+ * is the node. On other ranks *newcomm is NULL (NCCL's rule for a split
+ * without color). */
+qcclResult_t qcclCommSplitLeaders(qcclComm_t comm, qcclConfig_t* config, qcclComm_t* newcomm);
+
+/* ------------------------------------------------------------------------
+ * Traffic counters. Every communicator counts, per collective, the calls
+ * made on it and the payload bytes this rank sent: to ranks of its own node
+ * (shared memory) and to ranks of other nodes (the network). Headers of the
+ * transports (TCP/IP, UCX) are not counted, so the network figure is what
+ * the algorithm moved; interface counters read a few percent more. A call
+ * is counted under the collective the caller made (a two-level AllReduce's
+ * node and rail stages count as AllReduce); a call that a quantization
+ * policy turned into a quantized collective counts under the quantized one.
+ * ------------------------------------------------------------------------ */
+
+typedef enum {
+  qcclStatAllReduce = 0,
+  qcclStatBroadcast = 1,
+  qcclStatReduce = 2,
+  qcclStatAllGather = 3,
+  qcclStatReduceScatter = 4,
+  qcclStatAlltoAll = 5,
+  qcclStatGather = 6,
+  qcclStatScatter = 7,
+  qcclStatSendRecv = 8, /* qcclSend / qcclRecv */
+  qcclStatBarrier = 9,
+  qcclStatAllGatherQ = 10,     /* quantized all-gather (qwZ) */
+  qcclStatReduceScatterQ = 11, /* quantized reduce-scatter (qgZ) */
+  qcclStatAllReduceQ = 12,     /* quantized all-reduce */
+  qcclStatNodeAllGather = 13,  /* all-gather inside the node from secondary shards (hpZ) */
+  qcclStatNumColls = 16        /* room for more; unused slots stay 0 */
+} qcclStatColl_t;
+
+typedef struct {
+  uint64_t calls;      /* calls made (count 0 included) */
+  uint64_t bytesIntra; /* payload bytes sent to ranks of this node */
+  uint64_t bytesInter; /* payload bytes sent to ranks of other nodes */
+} qcclStatCounters_t;
+
+typedef struct qcclStats_v1 {
+  size_t size;                               /* sizeof(qcclStats_t), set by the caller */
+  qcclStatCounters_t coll[qcclStatNumColls]; /* indexed by qcclStatColl_t */
+  qcclStatCounters_t total;                  /* the sum over coll[] */
+} qcclStats_t;
+
+#define QCCL_STATS_INITIALIZER          \
+  {                                     \
+    sizeof(qcclStats_t), {{0, 0, 0}}, { \
+      0, 0, 0                           \
+    }                                   \
+  }
+
+/* Copies comm's counters (since its creation or the last reset) into
+ * *stats, which must come from QCCL_STATS_INITIALIZER (its size field is
+ * checked). Local: no communication. */
+qcclResult_t qcclCommGetStats(qcclComm_t comm, qcclStats_t* stats);
+
+/* Sets comm's counters to zero. Local. */
+qcclResult_t qcclCommResetStats(qcclComm_t comm);
+
+/* ------------------------------------------------------------------------
  * Block quantization codec (wire format v1, see docs/ARCHITECTURE.md).
  * Pure functions, no communicator: frameworks can use the format for their
  * own transports or checkpoints.
@@ -327,6 +422,160 @@ qcclResult_t qcclDequantize(const void* src, size_t count, qcclDataType_t dsttyp
  * floats); *maxBound gets the largest. src is the quantized chunk. */
 qcclResult_t qcclQuantErrorBound(const void* src, size_t count, const qcclQuantSpec_t* spec,
                                  float* perBlock, float* maxBound);
+
+/* ------------------------------------------------------------------------
+ * ZeRO++ collectives (docs/ZEROPP.md): quantized weight all-gather (qwZ),
+ * secondary weight shards gathered inside the node (hpZ), and the
+ * hierarchical quantized gradient reduce-scatter (qgZ). Data types:
+ * qcclFloat32, qcclFloat16, qcclBfloat16. Quantization follows wire format
+ * v1 (docs/QUANT.md); scales travel inline, so each hop is one message per
+ * peer. Results are bitwise identical on every rank and every run (fixed
+ * reduction order; stochastic rounding is keyed by (seed, rank, global
+ * element index)). Across hosts the hops are two-level: inside the node
+ * (shared memory) and between ranks of equal local index (the network).
+ * The calls may be made inside qcclGroupStart / qcclGroupEnd: consecutive
+ * calls of the same kind, communicator, data type and quantization are
+ * then fused into one bucket (one message per peer and hop for them all).
+ * stream must be NULL.
+ * ------------------------------------------------------------------------ */
+
+/* qwZ. Each rank quantizes its sendcount elements under *spec, one
+ * all-gather moves the quantized chunks, and every rank dequantizes all of
+ * them into recvbuff (nranks * sendcount elements of datatype; rank i's at
+ * offset i * sendcount). Every rank's block, its own included, is the
+ * dequantized value, so recvbuff is the same on every rank. In place if
+ * sendbuff == recvbuff + rank * sendcount. spec->rank is ignored (the
+ * stochastic stream is the rank in comm). Any count (tail blocks are
+ * padded, never dropped). Counted under qcclStatAllGatherQ. */
+qcclResult_t qcclAllGatherQ(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            qcclDataType_t datatype, const qcclQuantSpec_t* spec, qcclComm_t comm,
+                            qcclStream_t stream);
+
+/* hpZ: a secondary weight shard. It holds, on each rank, the slice of the
+ * gathered tensor (nranks * sendcount elements) for its local index l in
+ * its node of L ranks: elements [l * P, (l + 1) * P) with P = ceil(nranks *
+ * sendcount / L), 1/L of the tensor. It is filled by a forward gather
+ * (qcclAllGatherQSecondary) and read by the node-local gather
+ * (qcclSecondaryAllGather), which moves no byte between nodes. Every fill
+ * records a caller's generation number and every node gather names the
+ * generation it wants: a shard of another generation, an invalidated one
+ * or one never filled, on any rank of the node, makes the node gather
+ * fail with qcclInvalidUsage on every rank of the node (never a silent
+ * read of stale weights). Pass a number that changes whenever the weights
+ * change (a counter bumped by every optimizer step and every checkpoint
+ * load), or call qcclSecondaryInvalidate after changing them. */
+typedef struct qcclSecondary* qcclSecondary_t;
+
+/* Creates an empty secondary shard for gathers of sendcount elements of
+ * datatype on comm. storage NULL keeps the shard in datatype; a spec keeps
+ * it quantized under that spec (int8: half the memory of bf16), at the cost
+ * of one more rounding (the errors add). Local. */
+qcclResult_t qcclSecondaryCreate(qcclComm_t comm, size_t sendcount, qcclDataType_t datatype,
+                                 const qcclQuantSpec_t* storage, qcclSecondary_t* secondary);
+
+/* qcclAllGatherQ that also fills secondary with this rank's slice of the
+ * result, tagged with generation. spec may be NULL: a plain (full
+ * precision) gather that fills the secondary shard. sendcount and datatype
+ * must be those of qcclSecondaryCreate. */
+qcclResult_t qcclAllGatherQSecondary(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                     qcclDataType_t datatype, const qcclQuantSpec_t* spec,
+                                     qcclSecondary_t secondary, unsigned long long generation,
+                                     qcclComm_t comm, qcclStream_t stream);
+
+/* The backward gather of hpZ: all-gathers the secondary shards of the
+ * node's ranks into recvbuff (nranks * sendcount elements of the shard's
+ * datatype), inside the node only. Collective over the ranks of the node
+ * (in practice over all ranks of comm, which all call it). Fails with
+ * qcclInvalidUsage, naming the rank, unless every shard of the node holds
+ * `generation`. Counted under qcclStatNodeAllGather. */
+qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
+                                    unsigned long long generation, qcclStream_t stream);
+
+/* Marks the shard empty: node gathers fail until the next fill. Local. */
+qcclResult_t qcclSecondaryInvalidate(qcclSecondary_t secondary);
+
+/* Frees the shard (NULL is allowed). Local. */
+qcclResult_t qcclSecondaryDestroy(qcclSecondary_t secondary);
+
+/* qgZ configuration; start from QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER.
+ * intra: the hop inside the node (default int8, B = 256); inter: the hop
+ * between nodes (default int4, B = 256). They may differ in bits, mode and
+ * rounding but must share block, rotate and seed (the node sums are taken
+ * in the rotated domain). On one host only intra is used; on hosts with
+ * unequal numbers of ranks the call is one hop across all ranks under
+ * inter. Error feedback (errorFeedback = 1) keeps the error of the
+ * inter-node quantization in a residual and adds it to the next call's sum
+ * (EF21 / LoCo style): in residual if not NULL (residualCount floats, from
+ * qcclReduceScatterQResidualCount, zero before the first call; owned by the
+ * caller, one per tensor), else in a residual owned by comm, one per
+ * residualTag. It has no effect where there is no inter-node hop. */
+typedef struct qcclReduceScatterQConfig_v1 {
+  size_t size;          /* set by the initializer */
+  unsigned int magic;   /* set by the initializer */
+  unsigned int version; /* set by the initializer */
+  qcclQuantSpec_t intra;
+  qcclQuantSpec_t inter;
+  int errorFeedback;    /* 0 (default) or 1 */
+  float* residual;      /* caller-owned residual, or NULL */
+  size_t residualCount; /* its length in floats */
+  int residualTag;      /* which comm-owned residual (when residual is NULL) */
+} qcclReduceScatterQConfig_t;
+
+#define QCCL_REDUCESCATTERQ_CONFIG_MAGIC 0x71c0de02u
+#define QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER                                \
+  {                                                                           \
+    sizeof(qcclReduceScatterQConfig_t), QCCL_REDUCESCATTERQ_CONFIG_MAGIC, 1u, \
+        QCCL_QUANT_SPEC_INITIALIZER,                                          \
+        {sizeof(qcclQuantSpec_t), QCCL_QUANT_SPEC_MAGIC, 1u, 4,    256,       \
+         qcclQuantSymmetric,      qcclRoundNearest,      0,  0ull, 0},        \
+        0, NULL, 0, 0                                                         \
+  }
+
+/* qgZ. sendbuff holds nranks * recvcount elements; block i of the sum over
+ * all ranks lands in recvbuff of rank i (recvcount elements), as in
+ * qcclReduceScatter. Across hosts: each rank quantizes (intra) the slices
+ * for the ranks of each local index, one all-to-all inside the node, a
+ * fused dequantize + f32 sum + requantize (inter), one all-to-all among the
+ * ranks of equal local index, dequantize + final f32 sum; the two hops are
+ * pipelined in pieces. op: qcclSum or qcclAvg (the sum divided by nranks).
+ * cfg NULL takes the defaults (8 bits inside, 4 across). In place if
+ * recvbuff == sendbuff + rank * recvcount. Counted under
+ * qcclStatReduceScatterQ. */
+qcclResult_t qcclReduceScatterQ(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                qcclDataType_t datatype, qcclRedOp_t op,
+                                const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
+                                qcclStream_t stream);
+
+/* Floats of the caller-owned error-feedback residual of qcclReduceScatterQ
+ * (and of qcclAllReduceQ, with recvcount = ceil(count / nranks)) for this
+ * recvcount and cfg on comm (0 where there is no inter-node hop). Local. */
+qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,
+                                             const qcclReduceScatterQConfig_t* cfg, size_t* count);
+
+/* Quantized all-reduce: qcclReduceScatterQ of the count elements (padded to
+ * a multiple of nranks), then a qcclAllGatherQ of the reduced shards under
+ * cfg->inter. recvbuff is the same on every rank. In place if sendbuff ==
+ * recvbuff. Counted under qcclStatAllReduceQ. */
+qcclResult_t qcclAllReduceQ(const void* sendbuff, void* recvbuff, size_t count,
+                            qcclDataType_t datatype, qcclRedOp_t op,
+                            const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
+                            qcclStream_t stream);
+
+/* Policy: makes plain calls of `collective` (qcclStatAllGather,
+ * qcclStatReduceScatter or qcclStatAllReduce) on comm quantized, without
+ * changing the caller, when the call is of f32, f16 or bf16 (and, for the
+ * reductions, of qcclSum or qcclAvg) and its full buffer (nranks * count
+ * elements for the gather and reduce-scatter, count for the all-reduce) is
+ * at least minBytes. AllGather becomes qcclAllGatherQ under *spec;
+ * ReduceScatter becomes qcclReduceScatterQ with spec across nodes and an
+ * int8 hop (same block and rotation) inside; AllReduce becomes
+ * qcclAllReduceQ likewise. Such calls are counted under the quantized
+ * collective's slot, the others under the plain one. spec NULL makes the
+ * collective plain again (also over QCCL_POLICY). Every rank of comm must
+ * set the same policy. Local. QCCL_POLICY (docs/ENV.md) sets the same for
+ * every communicator, e.g. "allgather:int8:b256,reducescatter:int4:b128". */
+qcclResult_t qcclCommSetPolicy(qcclComm_t comm, qcclStatColl_t collective,
+                               const qcclQuantSpec_t* spec, size_t minBytes);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -1,7 +1,7 @@
 /*
  * qcclrun - the local launcher: runs N ranks of one job on this host.
  *
- *   qcclrun -n N [--timeout S] [--grace S] [--no-prefix]
+ *   qcclrun -n N [--timeout S] [--grace S] [--no-prefix] [--bind none|core|numa]
  *           [--nodes K [--link RATE] [--placement LIST] [--link-stats FILE]]
  *           -- prog [args...]
  *   qcclrun --cleanup
@@ -85,7 +85,8 @@ typedef struct {
   int prefix;
   char** argv; /* the program and its arguments, NULL-terminated */
   run_net_opts_t net;
-  int cleanup; /* --cleanup: remove leftover namespaces, nothing else */
+  int cleanup;      /* --cleanup: remove leftover namespaces, nothing else */
+  const char* bind; /* --bind: QCCL_BIND for the ranks, or NULL */
 } run_opts_t;
 
 typedef struct {
@@ -121,7 +122,7 @@ static double run_now(void) {
 
 static run_result_t run_usage(FILE* f) {
   fputs(
-      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix]\n"
+      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] [--bind MODE]\n"
       "               [--nodes K [--link RATE] [--placement LIST] [--link-stats FILE]]\n"
       "               -- prog [args...]\n"
       "       qcclrun --cleanup\n"
@@ -139,6 +140,8 @@ static run_result_t run_usage(FILE* f) {
       "                (no delay: this kernel has no netem)\n"
       "  --placement LIST  the host of each rank, e.g. 0,1,0,1 (default: blocks)\n"
       "  --link-stats FILE  write each host's link byte counters as JSON at exit\n"
+      "  --bind MODE   QCCL_BIND for the ranks: none, core or numa (each rank binds\n"
+      "                itself to a core / NUMA node from its local rank at init)\n"
       "  --cleanup     remove namespaces left by a qcclrun that was killed\n"
       "  -h, --help    print this help\n"
       "Exit: 0 if all ranks exit 0; 77 if all exit 0 or 77; else the status of the\n"
@@ -152,7 +155,7 @@ static run_result_t run_usage_error(const char* what, const char* arg) {
   if (what != NULL && arg != NULL) run_msg("%s '%s'", what, arg);
   if (what != NULL && arg == NULL) run_msg("%s", what);
   run_msg(
-      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] [--nodes K "
+      "usage: qcclrun -n N [--timeout S] [--grace S] [--no-prefix] [--bind MODE] [--nodes K "
       "[--link RATE] [--placement LIST] [--link-stats FILE]] -- prog [args...]");
   return RUN_ERR_USAGE;
 }
@@ -229,6 +232,10 @@ static run_result_t run_parse_args(int argc, char** argv, run_opts_t* out) {
       RUN_CHECK(run_option_value(argc, argv, &i, "--placement", &o.net.placement));
     } else if (run_is_option(a, "--link-stats")) {
       RUN_CHECK(run_option_value(argc, argv, &i, "--link-stats", &o.net.stats_path));
+    } else if (run_is_option(a, "--bind")) {
+      RUN_CHECK(run_option_value(argc, argv, &i, "--bind", &o.bind));
+      if (strcmp(o.bind, "none") != 0 && strcmp(o.bind, "core") != 0 && strcmp(o.bind, "numa") != 0)
+        return run_usage_error("--bind: expected none, core or numa, got", o.bind);
     } else if (run_is_option(a, "--grace")) {
       RUN_CHECK(run_option_value(argc, argv, &i, "--grace", &val));
       RUN_CHECK(run_parse_number("--grace", val, 0, RUN_MAX_SECONDS, 0, "a number of seconds >= 0",
@@ -565,6 +572,7 @@ int main(int argc, char** argv) {
   if (res == RUN_HELP) return run_usage(stdout) == RUN_OK ? 0 : 1;
   if (res != RUN_OK) return RUN_EXIT_USAGE;
   if (opts.cleanup) return run_net_cleanup_stale();
+  if (opts.bind != NULL && setenv("QCCL_BIND", opts.bind, 1) != 0) return RUN_EXIT_START_FAILED;
   if (run_job_init(&job, &opts) != RUN_OK) {
     run_job_fini(&job);
     return RUN_EXIT_START_FAILED;

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 builddir=${1:-build}
 shift || true
 
-pkgs="meson ninja-build pkg-config gcc g++ libhwloc-dev hwloc libucx-dev iproute2 python3 clang-format"
+pkgs="meson ninja-build pkg-config gcc g++ libhwloc-dev hwloc libucx-dev iproute2 python3 clang-format
+  openmpi-bin libopenmpi-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -26,6 +26,7 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     memcpy(shm_slot(s, r, g), in + off, m);
+    coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);
     /* read each peer's piece as soon as that peer has staged it */
     for (int k = 1; k < w; k++) {

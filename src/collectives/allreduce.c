@@ -1,42 +1,37 @@
 /*
- * allreduce.c - AllReduce through a host's shared segment, optionally with
- * an inter-node stage (the two-level AllReduce across hosts).
+ * allreduce.c - AllReduce through a host's shared segment.
  *
  * The buffer is cut into chunks of chunk_bytes; part l of every chunk
  * belongs to local rank l. Each chunk goes through three phases, double-
  * buffered so chunk g+1 is staged while chunk g is still being read:
  *   1. every rank copies the parts of its chunk that others reduce into its
  *      slot (copy in once; its own part stays in sendbuff);
- *   2. rank l reduces part l over the host's L ranks, in rank order, into
- *      its result area (reduce once, by one rank); across hosts it then
- *      all-reduces that part with the ranks of its local index on the other
- *      hosts (the "rail": the ring of flat_allreduce.c over UCX), and copies
- *      it to recvbuff;
+ *   2. rank l reduces part l over the L ranks, in rank order, into its
+ *      result area (reduce once, by one rank) and copies it to recvbuff;
  *   3. every rank copies the other L-1 reduced parts to recvbuff (copy out
  *      once).
  * Per rank and per byte: (L-1)/L written into the segment, the reduction
- * reads 1/L from each rank, one byte read out; across N hosts, each host's
- * link carries 2(N-1)/N of the buffer (L rails of 1/L each). Each part's
- * final value is computed once (or identically by the rail's ring) and
- * copied, so results are bitwise identical on all ranks. Chunks are small
- * enough that the segment stays in cache; large outputs are written with
- * streaming stores (no read-for-ownership). Avg sums and divides by the
- * total number of ranks at the end.
+ * reads 1/L from each rank, one byte read out. Each part's final value is
+ * computed once and copied, so results are bitwise identical on all ranks.
+ * Chunks are small enough that the segment stays in cache; large outputs
+ * are written with streaming stores (no read-for-ownership). The two-level
+ * AllReduce across hosts (hier_allreduce.c) uses the same phases.
  */
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 
-/* node: the communicator of this host's ranks; rail: NULL on one host. */
-static qcclResult_t allreduce_run(qcclComm_t node, qcclComm_t rail, int total,
-                                  const coll_args_t* a) {
-  shm_t* s = node->shm;
-  int w = node->nranks, r = node->rank;
+qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
+  shm_t* s = comm->shm;
+  int w = comm->nranks, r = comm->rank;
   size_t es = dtype_size(a->datatype);
+  if (w == 1) {
+    coll_copy(a->recvbuff, a->sendbuff, a->count * es);
+    return qcclSuccess;
+  }
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  qcclRedOp_t op = rail && a->op == qcclAvg ? qcclSum : a->op;
   int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
   size_t per_chunk = s->chunk_bytes / es;
   const void* srcs[w];
@@ -54,14 +49,8 @@ static qcclResult_t allreduce_run(qcclComm_t node, qcclComm_t rail, int total,
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) srcs[j] = (j == r ? src : shm_slot(s, j, g)) + lo * es;
     char* res = shm_result(s, r, g);
-    reduce_kernel(res, srcs, w, hi - lo, a->datatype, op, w);
-    if (rail) {
-      QCCL_CHECK(flat_ring_allreduce(rail, res, res, hi - lo, a->datatype, op));
-      if (a->op == qcclAvg) {
-        const void* own[1] = {res};
-        reduce_kernel(res, own, 1, hi - lo, a->datatype, qcclAvg, total);
-      }
-    }
+    reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
+    coll_stats_shm(comm, m * es); /* its slot but its part, and its result */
     copy_out(out + (off + lo) * es, res, (hi - lo) * es, stream);
     shm_post(s, 3 * g + 2);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
@@ -74,16 +63,4 @@ static qcclResult_t allreduce_run(qcclComm_t node, qcclComm_t rail, int total,
     shm_post(s, 3 * g + 3);
   }
   return qcclSuccess;
-}
-
-qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
-  if (comm->nranks == 1) {
-    coll_copy(a->recvbuff, a->sendbuff, a->count * dtype_size(a->datatype));
-    return qcclSuccess;
-  }
-  return allreduce_run(comm, NULL, comm->nranks, a);
-}
-
-qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a) {
-  return allreduce_run(comm->node, comm->rail, comm->nranks, a);
 }

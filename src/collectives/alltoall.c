@@ -27,6 +27,7 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
     char* slot = shm_slot(s, r, g);
     for (int j = 0; j < w; j++)
       if (j != r) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + off, m);
+    coll_stats_shm(comm, (size_t)(w - 1) * m);
     shm_post(s, 3 * g + 1);
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;

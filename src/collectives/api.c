@@ -15,6 +15,7 @@
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "zero/zero.h"
 
 static const char* const coll_names[COLL_NUM_KINDS] = {
     "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
@@ -175,27 +176,38 @@ qcclResult_t qcclBarrier(qcclComm_t comm, qcclStream_t stream) {
   return api_submit(comm, &a, stream);
 }
 
-/* Communicators that span hosts: algorithms over point-to-point. */
+/* Communicators that span hosts: two-level where the hosts hold equal
+ * numbers of ranks (and, for reductions, the type is not a narrow float,
+ * which would be rounded at every stage), else the flat algorithms over
+ * point-to-point. QCCL_ALGO overrides; an impossible choice is logged. */
+static int coll_pick_hier(qcclComm_t comm, const coll_args_t* a) {
+  int has_op = a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCESCATTER || a->kind == COLL_REDUCE;
+  int has_hier = has_op || a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST;
+  if (!has_hier) return 0;
+  int can = comm->rail != NULL && (!has_op || reduce_work_type(a->datatype) == a->datatype);
+  int algo = comm->algo[a->kind];
+  if (algo == COLL_ALGO_HIER && !can)
+    QCCL_INFO(LOG_COLL, "QCCL_ALGO %s:hier is not possible here (%s): flat", coll_names[a->kind],
+              comm->rail ? "narrow float type" : "hosts hold different numbers of ranks");
+  int hier = can && algo != COLL_ALGO_FLAT;
+  QCCL_INFO(LOG_COLL, "%s of %zu x %s on %d ranks / %d hosts: %s", coll_names[a->kind], a->count,
+            dtype_name(a->datatype), comm->nranks, comm->nnodes, hier ? "hier" : "flat");
+  return hier;
+}
+
 static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
+  int hier = coll_pick_hier(comm, a);
   switch (a->kind) {
-    case COLL_ALLREDUCE: {
-      int can = comm->rail != NULL && reduce_work_type(a->datatype) == a->datatype;
-      int hier = can && comm->algo_allreduce != COLL_ALGO_FLAT;
-      if (comm->algo_allreduce == COLL_ALGO_HIER && !can)
-        QCCL_INFO(LOG_COLL, "QCCL_ALGO allreduce:hier is not possible here (%s): ring",
-                  comm->rail ? "narrow float type" : "hosts hold different numbers of ranks");
-      QCCL_INFO(LOG_COLL, "AllReduce of %zu x %s on %d ranks / %d hosts: %s", a->count,
-                dtype_name(a->datatype), comm->nranks, comm->nnodes, hier ? "hier" : "ring");
+    case COLL_ALLREDUCE:
       return hier ? hier_allreduce(comm, a) : flat_allreduce(comm, a);
-    }
     case COLL_BROADCAST:
-      return flat_broadcast(comm, a);
+      return hier ? hier_broadcast(comm, a) : flat_broadcast(comm, a);
     case COLL_REDUCE:
-      return flat_reduce(comm, a);
+      return hier ? hier_reduce(comm, a) : flat_reduce(comm, a);
     case COLL_ALLGATHER:
-      return flat_allgather(comm, a);
+      return hier ? hier_allgather(comm, a) : flat_allgather(comm, a);
     case COLL_REDUCESCATTER:
-      return flat_reducescatter(comm, a);
+      return hier ? hier_reducescatter(comm, a) : flat_reducescatter(comm, a);
     case COLL_ALLTOALL:
       return flat_alltoall(comm, a);
     case COLL_GATHER:
@@ -209,12 +221,8 @@ static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
   }
 }
 
-qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
+static qcclResult_t coll_run_node(qcclComm_t comm, const coll_args_t* a) {
   qcclResult_t r;
-  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
-   * be NULL) */
-  if (a->count == 0 && a->kind != COLL_BARRIER) return qcclSuccess;
-  if (comm->nnodes > 1) return comm_fail(comm, coll_run_flat(comm, a));
   switch (a->kind) {
     case COLL_ALLREDUCE:
       r = coll_allreduce(comm, a);
@@ -246,5 +254,36 @@ qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
     default:
       r = QCCL_ERR(qcclInternalError, "coll_run: kind %d is not a collective", (int)a->kind);
   }
+  return r;
+}
+
+/* The counter slot of each kind. */
+static const int coll_stat_slot[COLL_NUM_KINDS] = {
+    [COLL_ALLREDUCE] = qcclStatAllReduce,
+    [COLL_BROADCAST] = qcclStatBroadcast,
+    [COLL_REDUCE] = qcclStatReduce,
+    [COLL_ALLGATHER] = qcclStatAllGather,
+    [COLL_REDUCESCATTER] = qcclStatReduceScatter,
+    [COLL_ALLTOALL] = qcclStatAlltoAll,
+    [COLL_GATHER] = qcclStatGather,
+    [COLL_SCATTER] = qcclStatScatter,
+    [COLL_SEND] = qcclStatSendRecv,
+    [COLL_RECV] = qcclStatSendRecv,
+    [COLL_BARRIER] = qcclStatBarrier,
+};
+
+int coll_stat_slot_of(coll_kind_t kind) {
+  return coll_stat_slot[kind];
+}
+
+qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
+  if (zero_policy_applies(comm, a)) return zero_policy_run(comm, a); /* QCCL_POLICY */
+  int prev = coll_stats_enter(comm, coll_stat_slot[a->kind]);
+  qcclResult_t r = qcclSuccess;
+  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
+   * be NULL) */
+  if (a->count > 0 || a->kind == COLL_BARRIER)
+    r = comm->nnodes > 1 ? coll_run_flat(comm, a) : coll_run_node(comm, a);
+  coll_stats_leave(comm, prev);
   return comm_fail(comm, r);
 }

@@ -26,6 +26,7 @@ qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
     if (r == root) {
       QCCL_CHECK(shm_chunk_begin(s, &g));
       memcpy(shm_slot(s, root, g), in + off, m);
+      coll_stats_shm(comm, m);
       shm_post(s, 3 * g + 3);
     } else {
       g = s->chunk_seq++;

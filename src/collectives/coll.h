@@ -40,6 +40,14 @@ typedef enum {
 /* Algorithm choices for QCCL_ALGO. */
 enum { COLL_ALGO_AUTO = 0, COLL_ALGO_FLAT = 1, COLL_ALGO_HIER = 2 };
 
+/* The traffic counters of a communicator (qcclCommGetStats). Internal
+ * communicators (a node's, a rail's) count into their parent's: `cur` is the
+ * slot (qcclStatColl_t) of the public call in progress, -1 between calls. */
+typedef struct {
+  qcclStatCounters_t coll[qcclStatNumColls];
+  int cur;
+} comm_stats_t;
+
 typedef struct {
   coll_kind_t kind;
   const void* sendbuff;
@@ -76,15 +84,58 @@ struct qcclComm {
   /* with equal numbers of ranks per host: the ranks of equal local index,
    * one per host, for two-level algorithms (NULL otherwise) */
   struct qcclComm* rail;
-  int algo_allreduce; /* COLL_ALGO_* chosen by QCCL_ALGO, or AUTO */
+  int algo[COLL_NUM_KINDS]; /* COLL_ALGO_* chosen by QCCL_ALGO, or AUTO */
+  /* topology (comm_topo.c): the rank map built from node_of (node, local
+   * rank, node sizes, leaders), identical on every rank */
+  struct topo_rankmap* rankmap;
+  /* traffic counters: stats points at stats_own, or at the parent's for
+   * the internal node and rail communicators */
+  comm_stats_t stats_own;
+  comm_stats_t* stats;
   /* scratch for algorithms over point-to-point, grown on demand and kept */
   void* scratch[2];
   size_t scratch_bytes[2];
+  /* the ZeRO++ collectives' state (src/zero), made on first use */
+  struct zero_comm* zero;
 };
+
+/* Frees a communicator's ZeRO++ state (NULL allowed); src/zero. */
+void zero_comm_free(struct zero_comm* z);
 
 /* Scratch buffer `which` (0 or 1) of at least bytes, owned by comm and
  * kept across calls. */
 qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out);
+
+/* Opens the counting of a public call under slot (a qcclStatColl_t) and
+ * counts the call; returns the slot that was open, to give back to
+ * coll_stats_leave. A call made inside another (a quantized collective
+ * running plain ones) keeps counting under the outer slot. */
+int coll_stats_enter(qcclComm_t comm, int slot);
+void coll_stats_leave(qcclComm_t comm, int prev);
+
+/* The qcclStatColl_t slot of a plain kind. */
+int coll_stat_slot_of(coll_kind_t kind);
+
+/* Counts bytes that this rank sends to peer (a rank of comm): intra-node or
+ * inter-node by the peer's host. */
+static inline void coll_stats_sent(qcclComm_t comm, int peer, size_t bytes) {
+  comm_stats_t* st = comm->stats;
+  if (st == NULL || st->cur < 0) return;
+  if (comm->node_of[peer] == comm->node_of[comm->rank])
+    st->coll[st->cur].bytesIntra += bytes;
+  else
+    st->coll[st->cur].bytesInter += bytes;
+}
+
+/* Counts bytes this rank wrote into its node's shared segment for the
+ * others to read. */
+static inline void coll_stats_shm(qcclComm_t comm, size_t bytes) {
+  comm_stats_t* st = comm->stats;
+  if (st != NULL && st->cur >= 0) st->coll[st->cur].bytesIntra += bytes;
+}
+
+/* Makes c and its internal communicators count into sink. */
+void coll_stats_attach(qcclComm_t c, comm_stats_t* sink);
 
 /* Sends sbytes to peer `to` while receiving rbytes from `from` (either may
  * be -1 for none), progressing both. */
@@ -107,9 +158,28 @@ qcclResult_t flat_barrier(qcclComm_t comm);
 qcclResult_t flat_ring_allreduce(qcclComm_t comm, const void* in, void* out, size_t count,
                                  qcclDataType_t t, qcclRedOp_t op);
 
-/* Two-level AllReduce (allreduce.c with a rail stage), for communicators
- * whose hosts hold equal numbers of ranks (comm->rail exists). */
+/* Two-level algorithms (hier_*.c), for communicators whose hosts hold
+ * equal numbers of ranks (comm->rail exists): shared memory inside each
+ * host, the rail of equal local index across hosts. */
 qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t hier_allgather(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t hier_reducescatter(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t hier_broadcast(qcclComm_t comm, const coll_args_t* a);
+qcclResult_t hier_reduce(qcclComm_t comm, const coll_args_t* a);
+
+/* Index of rank among the ranks of its host (in rank order). */
+static inline int coll_local_index(qcclComm_t c, int rank) {
+  int l = 0;
+  for (int i = 0; i < rank; i++) l += c->node_of[i] == c->node_of[rank];
+  return l;
+}
+
+/* The rank with local index local on host node, or -1. */
+static inline int coll_rank_at(qcclComm_t c, int node, int local) {
+  for (int i = 0; i < c->nranks; i++)
+    if (c->node_of[i] == node && local-- == 0) return i;
+  return -1;
+}
 
 /* Records the failure of a call on comm: copies the thread's last error into
  * the communicator and, for failures that break it (timeout, remote, system,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "collectives/coll.h"
+#include "collectives/comm_topo.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "qccl_config.h"
@@ -99,8 +100,10 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   free(c->peer_ctx);
   free(c->peer_idx);
   free(c->node_of);
+  comm_topo_free(c);
   free(c->scratch[0]);
   free(c->scratch[1]);
+  zero_comm_free(c->zero);
   free(c);
 }
 
@@ -115,10 +118,20 @@ qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out) 
   return qcclSuccess;
 }
 
-/* QCCL_ALGO: a comma list of collective:algorithm (NCCL's syntax). Only the
- * AllReduce across hosts has a choice so far: flat (ring over all ranks) or
- * hier (two-level); anything else is refused with the variable named. */
+/* QCCL_ALGO: a comma list of collective:algorithm (NCCL's syntax), for
+ * communicators that span hosts: flat (ring or direct over all ranks) or
+ * hier (two-level) for allreduce, allgather, reducescatter, broadcast and
+ * reduce; auto lets the topology decide. Anything else is refused with the
+ * variable named. */
 static qcclResult_t comm_parse_algo(qcclComm_t c) {
+  static const struct {
+    const char* name;
+    coll_kind_t kind;
+  } colls[] = {{"allreduce", COLL_ALLREDUCE},
+               {"allgather", COLL_ALLGATHER},
+               {"reducescatter", COLL_REDUCESCATTER},
+               {"broadcast", COLL_BROADCAST},
+               {"reduce", COLL_REDUCE}};
   const char* v = env_get("QCCL_ALGO");
   if (v == NULL) return qcclSuccess;
   char buf[256];
@@ -131,18 +144,23 @@ static qcclResult_t comm_parse_algo(qcclComm_t c) {
                       t);
     *colon = '\0';
     const char* algo = colon + 1;
-    if (strcasecmp(t, "allreduce") != 0)
+    int k = -1;
+    for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+      if (strcasecmp(t, colls[i].name) == 0) k = (int)colls[i].kind;
+    if (k < 0)
       return QCCL_ERR(qcclInvalidArgument,
-                      "QCCL_ALGO='%s': no algorithm choice for '%s' (only allreduce)", v, t);
+                      "QCCL_ALGO='%s': no algorithm choice for '%s' (allreduce, allgather, "
+                      "reducescatter, broadcast, reduce)",
+                      v, t);
     if (strcasecmp(algo, "flat") == 0 || strcasecmp(algo, "ring") == 0)
-      c->algo_allreduce = COLL_ALGO_FLAT;
+      c->algo[k] = COLL_ALGO_FLAT;
     else if (strcasecmp(algo, "hier") == 0)
-      c->algo_allreduce = COLL_ALGO_HIER;
+      c->algo[k] = COLL_ALGO_HIER;
     else if (strcasecmp(algo, "auto") == 0)
-      c->algo_allreduce = COLL_ALGO_AUTO;
+      c->algo[k] = COLL_ALGO_AUTO;
     else
       return QCCL_ERR(qcclInvalidArgument,
-                      "QCCL_ALGO='%s': allreduce algorithm '%s' is not flat, ring, hier or auto", v,
+                      "QCCL_ALGO='%s': %s algorithm '%s' is not flat, ring, hier or auto", v, t,
                       algo);
   }
   return qcclSuccess;
@@ -266,11 +284,14 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   c->ncores = host.ncores;
   QCCL_CHECK_GOTO(boot_allgather(boot, peers, sizeof *peers), r, fail);
   c->nnodes = comm_place(peers, c->nranks, c->node_of);
+  QCCL_CHECK_GOTO(comm_topo_build(c), r, fail);
   QCCL_CHECK_GOTO(comm_parse_algo(c), r, fail);
   if (c->nnodes == 1)
     QCCL_CHECK_GOTO(comm_connect_local(c), r, fail);
   else
     QCCL_CHECK_GOTO(comm_connect_remote(c, peers, config), r, fail);
+  c->stats_own.cur = -1;
+  coll_stats_attach(c, &c->stats_own);
   c->magic = COMM_MAGIC;
   QCCL_INFO(LOG_INIT, "comm %s rank %d/%d pid %d on node %d of %d ready (timeout %.0f s)", c->name,
             c->rank, c->nranks, (int)getpid(), c->node_of[c->rank], c->nnodes, timeout);
@@ -289,9 +310,13 @@ static qcclResult_t comm_init(qcclComm_t* comm, int nranks, const boot_id_t* id,
   QCCL_CHECK(comm_check_config(config));
   QCCL_CHECK(comm_timeout(config, &timeout));
   log_write(LOG_VERSION, LOG_INIT, "qccl version %s", QCCL_VERSION_STRING);
+  int bind_mode;
+  QCCL_CHECK(comm_topo_bind_mode(&bind_mode));
   bootstrap_t* boot;
   QCCL_CHECK(boot_init(id, rank, nranks, timeout, &boot));
-  return comm_build(boot, timeout, config, comm);
+  QCCL_CHECK(comm_build(boot, timeout, config, comm));
+  comm_topo_init(*comm, bind_mode);
+  return qcclSuccess;
 }
 
 static qcclResult_t comm_check_init_args(qcclComm_t* comm, int nranks, int rank) {
@@ -451,6 +476,7 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
     config = &inherit;
   }
   r = comm_build(nb, timeout, config, newcomm);
+  if (r == qcclSuccess) comm_topo_log(*newcomm);
   return r == qcclSuccess ? r : comm_fail(comm, r);
 }
 

@@ -25,6 +25,7 @@ qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
     QCCL_CHECK(shm_chunk_begin(s, &g));
     if (r != root) {
       memcpy(shm_slot(s, r, g), in + off, m);
+      coll_stats_shm(comm, m);
       shm_post(s, 3 * g + 3);
       continue;
     }

@@ -14,10 +14,12 @@
 #include <stdlib.h>
 
 #include "core/log.h"
+#include "zero/zero.h"
 
 typedef struct {
   qcclComm_t comm;
   coll_args_t args;
+  zero_op_t* zq; /* a ZeRO++ call (src/zero), or NULL */
 } group_op_t;
 
 static _Thread_local int group_depth;
@@ -28,11 +30,7 @@ static int group_is_p2p(const coll_args_t* a) {
   return a->kind == COLL_SEND || a->kind == COLL_RECV;
 }
 
-qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a) {
-  if (group_depth == 0) {
-    if (group_is_p2p(a)) return p2p_run(a, &comm, 1);
-    return coll_run(comm, a);
-  }
+static qcclResult_t group_grow(void) {
   if (group_n == group_cap) {
     int cap = group_cap ? group_cap * 2 : 16;
     group_op_t* ops = realloc(group_ops, sizeof *ops * (size_t)cap);
@@ -40,10 +38,57 @@ qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a) {
     group_ops = ops;
     group_cap = cap;
   }
+  return qcclSuccess;
+}
+
+qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a) {
+  if (group_depth == 0) {
+    if (group_is_p2p(a)) return p2p_run(a, &comm, 1);
+    return coll_run(comm, a);
+  }
+  QCCL_CHECK(group_grow());
+  zero_op_t* zq = NULL;
+  if (zero_policy_applies(comm, a)) {
+    /* quantized by a policy: queued as its ZeRO++ call, so it can join a bucket */
+    zq = malloc(sizeof *zq);
+    if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a grouped call");
+    qcclResult_t r = zero_policy_op(comm, a, zq);
+    if (r != qcclSuccess) {
+      free(zq);
+      return r;
+    }
+  }
   group_ops[group_n].comm = comm;
   group_ops[group_n].args = *a;
+  group_ops[group_n].zq = zq;
   group_n++;
   return qcclSuccess;
+}
+
+qcclResult_t group_submit_zero(qcclComm_t comm, const zero_op_t* op) {
+  if (group_depth == 0) {
+    zero_op_t* one = (zero_op_t*)op;
+    return zero_run_ops(&one, 1);
+  }
+  QCCL_CHECK(group_grow());
+  zero_op_t* zq = malloc(sizeof *zq);
+  if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a grouped call");
+  *zq = *op;
+  group_ops[group_n].comm = comm;
+  group_ops[group_n].args = (coll_args_t){COLL_BARRIER, NULL, NULL, 0, qcclUint8, qcclSum, -1};
+  group_ops[group_n].zq = zq;
+  group_n++;
+  return qcclSuccess;
+}
+
+/* Runs the ZeRO++ calls [i, j) (zero_run_ops fuses what it can). */
+static qcclResult_t group_run_zero(int i, int j) {
+  zero_op_t** zs = malloc(sizeof *zs * (size_t)(j - i));
+  if (!zs) return QCCL_ERR(qcclSystemError, "out of memory running a group");
+  for (int k = i; k < j; k++) zs[k - i] = group_ops[k].zq;
+  qcclResult_t r = zero_run_ops(zs, j - i);
+  free(zs);
+  return r;
 }
 
 qcclResult_t qcclGroupStart(void) {
@@ -79,7 +124,12 @@ qcclResult_t qcclGroupEnd(void) {
   qcclResult_t r = qcclSuccess;
   int i = 0;
   while (i < group_n && r == qcclSuccess) {
-    if (group_is_p2p(&group_ops[i].args)) {
+    if (group_ops[i].zq != NULL) {
+      int j = i;
+      while (j < group_n && group_ops[j].zq != NULL) j++;
+      r = group_run_zero(i, j);
+      i = j;
+    } else if (group_is_p2p(&group_ops[i].args)) {
       int j = i;
       while (j < group_n && group_is_p2p(&group_ops[j].args)) j++;
       r = group_run_p2p(i, j);
@@ -89,6 +139,7 @@ qcclResult_t qcclGroupEnd(void) {
       i++;
     }
   }
+  for (int k = 0; k < group_n; k++) free(group_ops[k].zq);
   group_n = 0;
   free(group_ops);
   group_ops = NULL;

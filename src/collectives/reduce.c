@@ -36,6 +36,8 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
     coll_part(m, w, r, &lo, &hi);
     for (int j = 0; j < w; j++) srcs[j] = shm_slot(s, j, g) + lo * es;
     reduce_kernel(shm_result(s, r, g), srcs, w, hi - lo, a->datatype, a->op, w);
+    /* the others read its slot but its own part, and root its result */
+    coll_stats_shm(comm, (m - (hi - lo) + (r != a->root ? hi - lo : 0)) * es);
     shm_post(s, 3 * g + 2);
     if (r == a->root) {
       QCCL_CHECK(shm_wait_all(s, 3 * g + 2));

@@ -36,6 +36,7 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
     char* slot = shm_slot(s, r, g);
     for (int j = 0; j < w; j++)
       memcpy(slot + (size_t)j * m * es, in + ((size_t)j * a->count + off) * es, m * es);
+    coll_stats_shm(comm, (size_t)(w - 1) * m * es);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) srcs[j] = shm_slot(s, j, g) + (size_t)r * m * es;

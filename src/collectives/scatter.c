@@ -27,6 +27,7 @@ qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a) {
       char* slot = shm_slot(s, root, g);
       for (int j = 0; j < w; j++)
         if (j != root) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + off, m);
+      coll_stats_shm(comm, (size_t)(w - 1) * m);
       shm_post(s, 3 * g + 3);
     } else {
       g = s->chunk_seq++;

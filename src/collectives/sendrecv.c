@@ -39,7 +39,13 @@ static qcclResult_t p2p_post(const coll_args_t* a, qcclComm_t c, p2p_state_t* st
   const transport_ops_t* t = c->peer_ops[a->root];
   size_t n = a->count * dtype_size(a->datatype);
   int idx = c->peer_idx[a->root];
-  if (a->kind == COLL_SEND) return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, &st->req);
+  if (a->kind == COLL_SEND) {
+    int prev = coll_stats_enter(c, qcclStatSendRecv);
+    coll_stats_sent(c, a->root, n);
+    coll_stats_leave(c, prev);
+    return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, &st->req);
+  }
+  if (c->stats->cur < 0) c->stats->coll[qcclStatSendRecv].calls++;
   return t->irecv(c->peer_ctx[a->root], idx, a->recvbuff, n, &st->req);
 }
 

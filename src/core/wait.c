@@ -1,6 +1,11 @@
 /*
- * wait.c - spin, then yield, then nap (see wait.h). Yielding hands the core
- * to an oversubscribed peer that holds the data we wait for; after ~50 ms of
+ * wait.c - spin, then yield, then nap (see wait.h). The spin is a plain
+ * poll for a set time, without the `pause` instruction: on KVM guests a
+ * pause loop triggers pause-loop exiting, and the hypervisor then
+ * deschedules the waiting vCPU (a shared-memory ping-pong measured 0.07 us
+ * quiet, 172 us on a loaded host with `pause`, 0.10 us without). The clock
+ * is read once every 64 polls. Yielding hands the core to an
+ * oversubscribed peer that holds the data we wait for; after ~50 ms of
  * waiting, 50 us naps keep a stalled job from burning both cores.
  */
 #include "core/wait.h"
@@ -13,26 +18,23 @@
 #define BACKOFF_CHECK_PERIOD 0.02
 #define BACKOFF_NAP_AFTER 0.05
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
+#define BACKOFF_CLOCK_EVERY 64
 
-void backoff_init(backoff_t* b, uint32_t spin) {
+void backoff_init(backoff_t* b, uint32_t spin_us) {
   b->iter = 0;
-  b->spin = spin;
+  b->spin = spin_us;
+  b->spin_end = 0;
   b->start = 0;
   b->next_check = 0;
 }
 
 int backoff_idle(backoff_t* b) {
   b->iter++;
-  if (b->iter <= b->spin) {
-    cpu_relax();
-    return 0;
+  if (b->spin > 0) {
+    if (b->iter == 1) b->spin_end = clock_now() + b->spin * 1e-6;
+    __asm__ __volatile__("" ::: "memory"); /* the caller's poll reloads */
+    if (b->iter % BACKOFF_CLOCK_EVERY != 0 || clock_now() < b->spin_end) return 0;
+    b->spin = 0; /* spun long enough: yield from now on */
   }
   double now = clock_now();
   if (b->start == 0) {

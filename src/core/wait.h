@@ -1,6 +1,6 @@
 /*
- * wait.h - how a rank waits for a peer: spin briefly with a pause
- * instruction, then yield the core, then sleep in short naps, so that 8
+ * wait.h - how a rank waits for a peer: poll for a few microseconds, then
+ * yield the core, then sleep in short naps, so that 8
  * ranks on 2 cores still make progress and a long wait does not burn a
  * core. The caller polls its condition between calls to backoff_idle and
  * does its slow checks (timeout, peer liveness) when backoff_idle says so.
@@ -12,13 +12,14 @@
 
 typedef struct {
   uint32_t iter;     /* idle steps so far */
-  uint32_t spin;     /* pause-spins before the first yield */
+  uint32_t spin;     /* microseconds of polling before the first yield */
+  double spin_end;   /* when the polling ends */
   double start;      /* clock_now() at backoff_init */
   double next_check; /* when backoff_idle next returns 1 */
 } backoff_t;
 
-/* spin: number of busy iterations before yielding (0 yields at once). */
-void backoff_init(backoff_t* b, uint32_t spin);
+/* spin_us: microseconds of polling before yielding (0 yields at once). */
+void backoff_init(backoff_t* b, uint32_t spin_us);
 
 /* One idle step. Returns 1 when a slow check is due (every ~20 ms). */
 int backoff_idle(backoff_t* b);

@@ -1,7 +1,7 @@
 /*
  * host.c - host identity and core count (see host.h). hwloc is loaded once
- * per communicator; with QCCL_TOPO_FILE set it loads that XML instead of
- * the machine (HWLOC_XMLFILE is honoured by hwloc itself).
+ * per communicator (without I/O devices), from QCCL_TOPO_FILE or
+ * HWLOC_XMLFILE when set (topo.c), else from the machine.
  */
 #include "topology/host.h"
 
@@ -12,6 +12,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "topology/topo.h"
 
 static void host_boot_id(char* buf, size_t len) {
   buf[0] = '\0';
@@ -24,17 +25,7 @@ static void host_boot_id(char* buf, size_t len) {
 
 static qcclResult_t host_cores(int* out) {
   hwloc_topology_t topo;
-  if (hwloc_topology_init(&topo) != 0) return QCCL_ERR(qcclSystemError, "hwloc_topology_init");
-  const char* file = env_get("QCCL_TOPO_FILE");
-  if (file && hwloc_topology_set_xml(topo, file) != 0) {
-    hwloc_topology_destroy(topo);
-    return QCCL_ERR(qcclInvalidArgument, "QCCL_TOPO_FILE='%s' is not a readable hwloc XML file",
-                    file);
-  }
-  if (hwloc_topology_load(topo) != 0) {
-    hwloc_topology_destroy(topo);
-    return QCCL_ERR(qcclSystemError, "hwloc could not load the topology");
-  }
+  QCCL_CHECK(topo_hwloc_load(0, &topo, NULL, 0));
   int n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
   hwloc_topology_destroy(topo);
   *out = n > 0 ? n : 1;

@@ -113,7 +113,9 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   s->chan_bytes = (size_t)chan;
   s->timeout = timeout;
   /* oversubscribed ranks yield at once: the data they wait for needs the core */
-  s->spin = w > ncores ? 0 : 2000;
+  int64_t spin_us;
+  QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
+  s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   s->bytes = shm_layout(s);
 
   char* mine = names + (size_t)rank * SHM_NAME_BYTES;

@@ -52,7 +52,7 @@ typedef struct shm {
   size_t chan_bytes;  /* ring bytes of one p2p channel (a power of two) */
   uint64_t chunk_seq; /* next chunk number g */
   double timeout;     /* seconds without progress before qcclTimeout */
-  uint32_t spin;      /* busy iterations before yielding */
+  uint32_t spin;      /* microseconds of polling before yielding */
   _Atomic int32_t* abort_rank;
   shm_ctrl_t* ctrl;
   char* slots;

@@ -81,7 +81,8 @@ static qcclResult_t ucx_make_worker(ucx_t* u) {
   ucp_worker_params_t wp;
   memset(&wp, 0, sizeof wp);
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  /* one thread at a time: the caller, or a two-level algorithm's rail thread */
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   return ucx_status(ucp_worker_create(u->ctx, &wp, &u->worker), "ucp_worker_create");
 }
 

@@ -1,0 +1,71 @@
+/*
+ * stats.c - the traffic counters of qcclCommGetStats.
+ *
+ * Bytes are counted where they leave the rank: the point-to-point layer
+ * (sendrecv.c) counts every send by the host of its peer, and the
+ * shared-memory algorithms count what they write into the segment for the
+ * other ranks to read. Both add to the slot of the public call in
+ * progress, which the API opens (coll_stats_enter) and closes; internal
+ * communicators share their parent's counters, so the node and rail stages
+ * of a two-level algorithm land under the caller's collective.
+ */
+#include <string.h>
+
+#include "collectives/coll.h"
+
+int coll_stats_enter(qcclComm_t comm, int slot) {
+  comm_stats_t* st = comm->stats;
+  int prev = st->cur;
+  if (prev < 0) {
+    st->cur = slot;
+    st->coll[slot].calls++;
+  }
+  return prev;
+}
+
+void coll_stats_leave(qcclComm_t comm, int prev) {
+  /* no write when nothing changes: a rail thread may count while the
+   * caller's thread holds the slot */
+  if (comm->stats->cur != prev) comm->stats->cur = prev;
+}
+
+void coll_stats_attach(qcclComm_t c, comm_stats_t* sink) {
+  if (c == NULL) return;
+  c->stats = sink;
+  coll_stats_attach(c->node, sink);
+  coll_stats_attach(c->rail, sink);
+}
+
+static qcclResult_t stats_check(qcclComm_t comm) {
+  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "comm: NULL communicator");
+  if (comm->magic != COMM_MAGIC)
+    return QCCL_ERR(qcclInvalidArgument, "comm: not a live communicator (destroyed?)");
+  return qcclSuccess;
+}
+
+qcclResult_t qcclCommGetStats(qcclComm_t comm, qcclStats_t* stats) {
+  err_clear();
+  QCCL_CHECK(stats_check(comm));
+  if (stats == NULL) return QCCL_ERR(qcclInvalidArgument, "stats: NULL pointer");
+  if (stats->size != sizeof(qcclStats_t))
+    return QCCL_ERR(qcclInvalidArgument,
+                    "stats->size=%zu is not sizeof(qcclStats_t)=%zu (use QCCL_STATS_INITIALIZER)",
+                    stats->size, sizeof(qcclStats_t));
+  qcclStatCounters_t total = {0, 0, 0};
+  for (int i = 0; i < qcclStatNumColls; i++) {
+    const qcclStatCounters_t* c = &comm->stats->coll[i];
+    stats->coll[i] = *c;
+    total.calls += c->calls;
+    total.bytesIntra += c->bytesIntra;
+    total.bytesInter += c->bytesInter;
+  }
+  stats->total = total;
+  return qcclSuccess;
+}
+
+qcclResult_t qcclCommResetStats(qcclComm_t comm) {
+  err_clear();
+  QCCL_CHECK(stats_check(comm));
+  memset(comm->stats->coll, 0, sizeof comm->stats->coll);
+  return qcclSuccess;
+}

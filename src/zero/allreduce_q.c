@@ -1,0 +1,47 @@
+/*
+ * allreduce_q.c - the quantized all-reduce (qcclAllReduceQ), built from
+ * the two ZeRO++ collectives: the count elements, zero-padded to W x rc
+ * (rc = ceil(count / W)), are reduce-scattered by qgZ (intra hop, inter
+ * hop, error feedback as configured), then the W reduced shards are
+ * all-gathered by qwZ under the inter spec, so every rank ends with the
+ * same bits. Bytes per rank across nodes: qgZ's (N-1) rc plus qwZ's
+ * gather of rc, both at the inter width. The error is qgZ's bound plus the
+ * gather's quantization bound of the reduced shard.
+ */
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "zero/zero.h"
+
+qcclResult_t zero_allreduce_q(qcclComm_t comm, const void* send, void* recv, size_t count,
+                              qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
+                              const quant_params_t* inter, float* residual) {
+  size_t w = (size_t)comm->nranks, es = dtype_size(dt);
+  size_t rc = (count + w - 1) / w;
+  char *in, *shard;
+  QCCL_CHECK(zero_scratch(comm, 4, w * rc * es, (void**)&in));
+  QCCL_CHECK(zero_scratch(comm, 5, rc * es, (void**)&shard));
+  memcpy(in, send, count * es);
+  memset(in + count * es, 0, (w * rc - count) * es);
+  QCCL_CHECK(zero_reducescatter_q(comm, in, shard, rc, dt, op, intra, inter, residual));
+  if (w * rc == count) return zero_allgather_q(comm, shard, recv, rc, dt, inter, NULL, 0);
+  QCCL_CHECK(zero_allgather_q(comm, shard, in, rc, dt, inter, NULL, 0));
+  memcpy(recv, in, count * es);
+  return qcclSuccess;
+}
+
+qcclResult_t qcclAllReduceQ(const void* sendbuff, void* recvbuff, size_t count,
+                            qcclDataType_t datatype, qcclRedOp_t op,
+                            const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
+                            qcclStream_t stream) {
+  err_clear();
+  zero_op_t o;
+  qcclResult_t r = zero_rsq_check("qcclAllReduceQ", sendbuff, recvbuff, count, 0, datatype, op, cfg,
+                                  comm, stream, &o);
+  if (r != qcclSuccess) return zero_fail(comm, r);
+  o.kind = ZERO_ARQ;
+  o.slot = qcclStatAllReduceQ;
+  return group_submit_zero(comm, &o);
+}

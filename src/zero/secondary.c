@@ -1,0 +1,275 @@
+/*
+ * secondary.c - hpZ: secondary weight shards and the node-local gather.
+ *
+ * A forward gather (qcclAllGatherQSecondary) leaves on each rank the slice
+ * of the gathered tensor (T = W x sendcount elements) for its local index
+ * l among the L ranks of its node: elements [l P, (l+1) P), P = ceil(T/L),
+ * zero-padded past T. The shard is stored as
+ *   [header: state, generation (16 bytes)] [P elements, or their chunk]
+ * and the backward gather (qcclSecondaryAllGather) runs inside the node
+ * only (the node's shared segment; no byte between nodes): first an
+ * all-gather of the L headers, which every rank checks — if any shard is
+ * empty or of another generation than the one asked for, every rank of the
+ * node fails the call with the same message, before any data moves,
+ * instead of some reading stale weights while others wait —, then an
+ * all-gather of the L slices (P x element size bytes each, or
+ * quant_chunk_bytes(P)), straight into recvbuff when they tile it. A
+ * quantized shard is dequantized after and adds one rounding to the
+ * forward gather's (the bounds add).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "zero/zero.h"
+
+#define SEC_MAGIC 0x5345434fu          /* "SECO" */
+#define SEC_FULL 0x66756c6c5f736563ull /* a filled shard */
+#define SEC_EMPTY 0ull
+#define SEC_HEADER 16
+
+struct qcclSecondary {
+  uint32_t magic;
+  qcclComm_t comm;
+  size_t sendcount;
+  qcclDataType_t dt;
+  int quant; /* stored quantized under sp */
+  quant_params_t sp;
+  size_t total;      /* W x sendcount */
+  size_t part;       /* P */
+  int nlocal, local; /* L and l */
+  size_t payload;    /* bytes of one record */
+  char* rec;         /* this rank's record */
+};
+
+typedef struct {
+  uint64_t state;
+  uint64_t gen;
+} sec_header_t;
+
+static qcclComm_t sec_node(qcclComm_t comm) {
+  return comm->node ? comm->node : comm;
+}
+
+qcclResult_t qcclSecondaryCreate(qcclComm_t comm, size_t sendcount, qcclDataType_t datatype,
+                                 const qcclQuantSpec_t* storage, qcclSecondary_t* secondary) {
+  static const char fn[] = "qcclSecondaryCreate";
+  err_clear();
+  qcclResult_t r = zero_check_comm(fn, comm, NULL);
+  if (r == qcclSuccess) r = zero_check_type(fn, datatype);
+  if (r == qcclSuccess)
+    r = zero_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype));
+  quant_params_t sp;
+  memset(&sp, 0, sizeof sp);
+  if (r == qcclSuccess && storage != NULL) r = zero_check_spec(fn, "storage", storage, &sp);
+  if (r == qcclSuccess && secondary == NULL)
+    r = QCCL_ERR(qcclInvalidArgument, "%s: secondary is NULL", fn);
+  if (r != qcclSuccess) return zero_fail(comm, r);
+  qcclComm_t node = sec_node(comm);
+  struct qcclSecondary* s = calloc(1, sizeof *s);
+  if (!s) return zero_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory", fn));
+  s->magic = SEC_MAGIC;
+  s->comm = comm;
+  s->sendcount = sendcount;
+  s->dt = datatype;
+  s->quant = storage != NULL;
+  s->sp = sp;
+  s->total = sendcount * (size_t)comm->nranks;
+  s->nlocal = node->nranks;
+  s->local = node->rank;
+  s->part = (s->total + (size_t)s->nlocal - 1) / (size_t)s->nlocal;
+  s->payload =
+      SEC_HEADER + (s->quant ? quant_chunk_bytes(&sp, s->part) : s->part * dtype_size(datatype));
+  s->rec = calloc(1, s->payload);
+  if (!s->rec) {
+    size_t bytes = s->payload;
+    free(s);
+    return zero_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory (%zu bytes)", fn, bytes));
+  }
+  QCCL_INFO(LOG_ZERO, "secondary shard: %zu of %zu elements (local %d of %d)%s", s->part, s->total,
+            s->local, s->nlocal, s->quant ? ", quantized" : "");
+  *secondary = s;
+  return qcclSuccess;
+}
+
+qcclResult_t zero_secondary_fill(struct qcclSecondary* s, const void* gathered,
+                                 unsigned long long gen) {
+  size_t es = dtype_size(s->dt);
+  size_t lo = (size_t)s->local * s->part;
+  size_t m = lo < s->total ? s->total - lo : 0;
+  if (m > s->part) m = s->part;
+  sec_header_t h = {SEC_EMPTY, 0};
+  memcpy(s->rec, &h, sizeof h); /* empty until the slice is in */
+  char* data = s->rec + SEC_HEADER;
+  if (!s->quant) {
+    memcpy(data, (const char*)gathered + lo * es, m * es);
+    memset(data + m * es, 0, (s->part - m) * es);
+  } else {
+    char* tmp;
+    QCCL_CHECK(zero_scratch(s->comm, 3, s->part * es, (void**)&tmp));
+    memcpy(tmp, (const char*)gathered + lo * es, m * es);
+    memset(tmp + m * es, 0, (s->part - m) * es);
+    quant_isa_t isa;
+    QCCL_CHECK(zero_isa(&isa));
+    quant_params_t p = s->sp;
+    p.rank = (uint32_t)s->comm->rank;
+    p.index0 = lo;
+    QCCL_CHECK(quant_quantize(isa, &p, tmp, s->dt, s->part, data));
+  }
+  h.state = SEC_FULL;
+  h.gen = gen;
+  memcpy(s->rec, &h, sizeof h);
+  return qcclSuccess;
+}
+
+static qcclResult_t sec_check(const char* fn, qcclSecondary_t s) {
+  if (s == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: secondary is NULL", fn);
+  if (s->magic != SEC_MAGIC)
+    return QCCL_ERR(qcclInvalidArgument, "%s: secondary is not a live secondary shard", fn);
+  return qcclSuccess;
+}
+
+qcclResult_t qcclAllGatherQSecondary(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                     qcclDataType_t datatype, const qcclQuantSpec_t* spec,
+                                     qcclSecondary_t secondary, unsigned long long generation,
+                                     qcclComm_t comm, qcclStream_t stream) {
+  static const char fn[] = "qcclAllGatherQSecondary";
+  err_clear();
+  zero_op_t op;
+  qcclResult_t r =
+      zero_agq_check(fn, sendbuff, recvbuff, sendcount, datatype, spec, 1, comm, stream, &op);
+  if (r == qcclSuccess) r = sec_check(fn, secondary);
+  if (r == qcclSuccess && secondary->comm != comm)
+    r = QCCL_ERR(qcclInvalidArgument, "%s: secondary was made for another communicator", fn);
+  if (r == qcclSuccess && (secondary->sendcount != sendcount || secondary->dt != datatype))
+    r = QCCL_ERR(qcclInvalidArgument,
+                 "%s: sendcount=%zu / datatype=%s differ from the secondary shard's (%zu / %s)", fn,
+                 sendcount, dtype_name(datatype), secondary->sendcount, dtype_name(secondary->dt));
+  if (r != qcclSuccess) return zero_fail(comm, r);
+  op.sec = secondary;
+  op.gen = generation;
+  if (sendcount == 0) {
+    /* nothing to gather, but the (empty) shard is current */
+    sec_header_t h = {SEC_FULL, generation};
+    memcpy(secondary->rec, &h, sizeof h);
+  }
+  return group_submit_zero(comm, &op);
+}
+
+qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
+                                    unsigned long long generation, qcclStream_t stream) {
+  static const char fn[] = "qcclSecondaryAllGather";
+  err_clear();
+  QCCL_CHECK(sec_check(fn, secondary));
+  struct qcclSecondary* s = secondary;
+  qcclComm_t comm = s->comm;
+  qcclResult_t r = zero_check_comm(fn, comm, stream);
+  if (r == qcclSuccess && s->total > 0 && recvbuff == NULL)
+    r = QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with %zu elements to gather", fn,
+                 s->total);
+  if (r != qcclSuccess) return zero_fail(comm, r);
+  int prev = coll_stats_enter(comm, qcclStatNodeAllGather);
+  qcclComm_t node = sec_node(comm);
+  size_t es = dtype_size(s->dt), L = (size_t)s->nlocal;
+  char* all = NULL;
+  if (s->total == 0) {
+    /* nothing to move: only the local shard can be checked */
+    sec_header_t h;
+    memcpy(&h, s->rec, sizeof h);
+    if (h.state != SEC_FULL || h.gen != generation)
+      r = QCCL_ERR(qcclInvalidUsage, "%s: the secondary shard of rank %d is stale or empty", fn,
+                   comm->rank);
+    goto done;
+  }
+  /* 1. the headers: every rank checks every shard of the node, so all
+   * fail alike, before any data moves */
+  sec_header_t* hdr;
+  r = zero_scratch(comm, 1, L * sizeof *hdr, (void**)&hdr);
+  if (r != qcclSuccess) goto done;
+  memcpy(&hdr[s->local], s->rec, sizeof *hdr);
+  coll_args_t ah = {COLL_ALLGATHER, &hdr[s->local], hdr, sizeof *hdr, qcclUint8, qcclSum, -1};
+  r = coll_run(node, &ah);
+  if (r != qcclSuccess) goto done;
+  struct zero_comm* z;
+  r = zero_state(comm, &z);
+  if (r != qcclSuccess) goto done;
+  int mynode = z->map.node[comm->rank];
+  for (size_t k = 0; k < L; k++) {
+    int who = z->map.at[mynode * z->map.lmax + (int)k];
+    if (hdr[k].state != SEC_FULL) {
+      r = QCCL_ERR(qcclInvalidUsage,
+                   "%s: rank %d holds no secondary shard (never filled, or invalidated): run the "
+                   "forward qcclAllGatherQSecondary of generation %llu first",
+                   fn, who, generation);
+      goto done;
+    }
+    if (hdr[k].gen != generation) {
+      r = QCCL_ERR(qcclInvalidUsage,
+                   "%s: the secondary shard of rank %d is stale: it holds generation %llu, the "
+                   "call asks for %llu",
+                   fn, who, (unsigned long long)hdr[k].gen, generation);
+      goto done;
+    }
+  }
+  /* 2. the data: straight into recvbuff when the slices tile it */
+  size_t data = s->payload - SEC_HEADER;
+  if (!s->quant && s->part * L == s->total) {
+    char* mine = (char*)recvbuff + (size_t)s->local * data;
+    memcpy(mine, s->rec + SEC_HEADER, data);
+    coll_args_t a = {COLL_ALLGATHER, mine, recvbuff, data, qcclUint8, qcclSum, -1};
+    r = coll_run(node, &a);
+    goto done;
+  }
+  r = zero_scratch(comm, 4, L * data, (void**)&all);
+  if (r != qcclSuccess) goto done;
+  memcpy(all + (size_t)s->local * data, s->rec + SEC_HEADER, data);
+  coll_args_t a = {
+      COLL_ALLGATHER, all + (size_t)s->local * data, all, data, qcclUint8, qcclSum, -1};
+  r = coll_run(node, &a);
+  if (r != qcclSuccess) goto done;
+  quant_isa_t isa;
+  if (s->quant && (r = zero_isa(&isa)) != qcclSuccess) goto done;
+  char* tmp = NULL;
+  for (size_t k = 0; k < L; k++) {
+    size_t lo = k * s->part;
+    size_t m = lo < s->total ? s->total - lo : 0;
+    if (m > s->part) m = s->part;
+    const char* src = all + k * data;
+    char* out = (char*)recvbuff + lo * es;
+    if (m == 0) continue;
+    if (!s->quant) {
+      memcpy(out, src, m * es);
+    } else if (m == s->part) {
+      r = quant_dequantize(isa, &s->sp, src, s->part, s->dt, out);
+    } else {
+      if (tmp == NULL && (r = zero_scratch(comm, 3, s->part * es, (void**)&tmp)) != qcclSuccess)
+        goto done;
+      r = quant_dequantize(isa, &s->sp, src, s->part, s->dt, tmp);
+      memcpy(out, tmp, m * es);
+    }
+    if (r != qcclSuccess) goto done;
+  }
+done:
+  coll_stats_leave(comm, prev);
+  return zero_fail(comm, r);
+}
+
+qcclResult_t qcclSecondaryInvalidate(qcclSecondary_t secondary) {
+  err_clear();
+  QCCL_CHECK(sec_check("qcclSecondaryInvalidate", secondary));
+  sec_header_t h = {SEC_EMPTY, 0};
+  memcpy(secondary->rec, &h, sizeof h);
+  return qcclSuccess;
+}
+
+qcclResult_t qcclSecondaryDestroy(qcclSecondary_t secondary) {
+  err_clear();
+  if (secondary == NULL) return qcclSuccess;
+  QCCL_CHECK(sec_check("qcclSecondaryDestroy", secondary));
+  secondary->magic = 0;
+  free(secondary->rec);
+  free(secondary);
+  return qcclSuccess;
+}

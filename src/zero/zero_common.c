@@ -1,0 +1,336 @@
+/*
+ * zero_common.c - what the ZeRO++ collectives share: the per-communicator
+ * state (rank map, policy, comm-owned residuals, scratch), the argument
+ * checks of the entry points, and the runner of a call or of a bucket of
+ * calls.
+ *
+ * Buckets: consecutive calls of a group with the same kind, communicator,
+ * data type, op and quantization (and no error feedback or hpZ shard) are
+ * fused. Their data is packed into one tensor per destination (for the
+ * reduce-scatter: block j of the bucket is the concatenation of block j of
+ * every call; for the all-gather: the concatenation of the shards), run as
+ * one call, and unpacked: one message per peer and hop for the whole
+ * bucket, at the cost of one copy in and one out.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "zero/zero.h"
+
+void zero_comm_free(struct zero_comm* z) {
+  if (z == NULL) return;
+  free(z->map.node);
+  free(z->map.local);
+  free(z->map.at);
+  for (zero_residual_t* r = z->residuals; r;) {
+    zero_residual_t* next = r->next;
+    free(r->buf);
+    free(r);
+    r = next;
+  }
+  for (int i = 0; i < ZERO_NSCRATCH; i++) free(z->scratch[i]);
+  free(z);
+}
+
+static qcclResult_t zero_map_build(qcclComm_t comm, zero_map_t* m) {
+  int w = comm->nranks, n = comm->nnodes;
+  m->nnodes = n;
+  m->node = calloc((size_t)w, sizeof *m->node);
+  m->local = calloc((size_t)w, sizeof *m->local);
+  int* count = calloc((size_t)n, sizeof *count);
+  if (!m->node || !m->local || !count) {
+    free(count);
+    return QCCL_ERR(qcclSystemError, "out of memory (rank map)");
+  }
+  for (int r = 0; r < w; r++) {
+    int b = comm->node_of[r];
+    m->node[r] = b;
+    m->local[r] = count[b]++;
+  }
+  m->lmax = 0;
+  for (int b = 0; b < n; b++)
+    if (count[b] > m->lmax) m->lmax = count[b];
+  m->equal = 1;
+  for (int b = 0; b < n; b++) m->equal &= count[b] == m->lmax;
+  free(count);
+  m->at = malloc(sizeof *m->at * (size_t)n * (size_t)m->lmax);
+  if (!m->at) return QCCL_ERR(qcclSystemError, "out of memory (rank map)");
+  for (int i = 0; i < n * m->lmax; i++) m->at[i] = -1;
+  for (int r = 0; r < w; r++) m->at[m->node[r] * m->lmax + m->local[r]] = r;
+  return qcclSuccess;
+}
+
+qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
+  if (comm->zero == NULL) {
+    struct zero_comm* z = calloc(1, sizeof *z);
+    if (!z) return QCCL_ERR(qcclSystemError, "out of memory");
+    qcclResult_t r = zero_map_build(comm, &z->map);
+    if (r != qcclSuccess) {
+      zero_comm_free(z);
+      return r;
+    }
+    comm->zero = z;
+  }
+  *out = comm->zero;
+  return qcclSuccess;
+}
+
+qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) {
+  struct zero_comm* z;
+  QCCL_CHECK(zero_state(comm, &z));
+  if (bytes == 0) bytes = 1;
+  if (bytes > z->scratch_bytes[which]) {
+    free(z->scratch[which]);
+    z->scratch[which] = NULL;
+    z->scratch_bytes[which] = 0;
+    void* p = malloc(bytes);
+    if (!p) return QCCL_ERR(qcclSystemError, "out of memory (%zu bytes of scratch)", bytes);
+    z->scratch[which] = p;
+    z->scratch_bytes[which] = bytes;
+  }
+  *out = z->scratch[which];
+  return qcclSuccess;
+}
+
+qcclResult_t zero_residual(qcclComm_t comm, int tag, size_t count, float** out) {
+  struct zero_comm* z;
+  QCCL_CHECK(zero_state(comm, &z));
+  zero_residual_t* r = z->residuals;
+  while (r && r->tag != tag) r = r->next;
+  if (r == NULL) {
+    r = calloc(1, sizeof *r);
+    if (!r) return QCCL_ERR(qcclSystemError, "out of memory");
+    r->tag = tag;
+    r->next = z->residuals;
+    z->residuals = r;
+  }
+  if (r->count != count) {
+    if (r->count != 0)
+      QCCL_INFO(LOG_ZERO, "error-feedback residual %d: %zu floats now (was %zu): reset", tag, count,
+                r->count);
+    free(r->buf);
+    r->buf = calloc(count ? count : 1, sizeof(float));
+    r->count = r->buf ? count : 0;
+    if (!r->buf) return QCCL_ERR(qcclSystemError, "out of memory (%zu floats of residual)", count);
+  }
+  *out = r->buf;
+  return qcclSuccess;
+}
+
+qcclResult_t zero_isa(quant_isa_t* isa) {
+  return quant_isa_default(isa);
+}
+
+/* ---- checks ---- */
+
+qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream) {
+  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: comm is NULL", fn);
+  if (comm->magic != COMM_MAGIC)
+    return QCCL_ERR(qcclInvalidArgument, "%s: comm is not a live communicator", fn);
+  if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "%s: comm was finalized", fn);
+  if (comm->async_error != qcclSuccess)
+    return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)", fn,
+                    qcclGetErrorString(comm->async_error));
+  if (stream != NULL)
+    return QCCL_ERR(qcclInvalidUsage,
+                    "%s: stream must be NULL (host and CUDA streams are not supported yet)", fn);
+  return qcclSuccess;
+}
+
+qcclResult_t zero_check_type(const char* fn, qcclDataType_t t) {
+  if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16)
+    return QCCL_ERR(qcclInvalidArgument,
+                    "%s: datatype=%d is not qcclFloat32, qcclFloat16 or qcclBfloat16", fn, (int)t);
+  return qcclSuccess;
+}
+
+qcclResult_t zero_check_count(const char* fn, const char* what, size_t count, size_t factor,
+                              size_t es) {
+  if (count > QUANT_MAX_COUNT / factor || count * factor > (size_t)PTRDIFF_MAX / es)
+    return QCCL_ERR(qcclInvalidArgument, "%s: %s=%zu overflows the buffer size (x %zu x %zu bytes)",
+                    fn, what, count, factor, es);
+  return qcclSuccess;
+}
+
+qcclResult_t zero_check_spec(const char* fn, const char* what, const qcclQuantSpec_t* spec,
+                             quant_params_t* p) {
+  if (spec == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: %s is NULL", fn, what);
+  qcclResult_t r = quant_params_from_spec(spec, p);
+  if (r != qcclSuccess) {
+    char msg[QCCL_LAST_ERROR_BYTES];
+    snprintf(msg, sizeof msg, "%s", err_last());
+    /* quant's message names the field as spec->...; name it as the caller's */
+    const char* field = strncmp(msg, "spec", 4) == 0 ? msg + 4 : msg;
+    return QCCL_ERR(r, "%s: %s%s", fn, what, field);
+  }
+  return qcclSuccess;
+}
+
+qcclResult_t zero_check_cfg(const char* fn, const qcclReduceScatterQConfig_t* cfg,
+                            quant_params_t* intra, quant_params_t* inter) {
+  static const qcclReduceScatterQConfig_t def = QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER;
+  if (cfg == NULL) cfg = &def;
+  if (cfg->size != sizeof(qcclReduceScatterQConfig_t) ||
+      cfg->magic != QCCL_REDUCESCATTERQ_CONFIG_MAGIC || cfg->version != 1u)
+    return QCCL_ERR(qcclInvalidArgument,
+                    "%s: cfg has a wrong size, magic or version: start from "
+                    "QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER",
+                    fn);
+  QCCL_CHECK(zero_check_spec(fn, "cfg->intra", &cfg->intra, intra));
+  QCCL_CHECK(zero_check_spec(fn, "cfg->inter", &cfg->inter, inter));
+  if (intra->block != inter->block)
+    return QCCL_ERR(qcclInvalidArgument,
+                    "%s: cfg->inter.block=%d differs from cfg->intra.block=%d (the hops must share "
+                    "the block size)",
+                    fn, inter->block, intra->block);
+  if (intra->rotate != inter->rotate || (intra->rotate && intra->seed != inter->seed))
+    return QCCL_ERR(qcclInvalidArgument,
+                    "%s: cfg->inter.rotate / seed differ from cfg->intra's (the hops must share "
+                    "the rotation)",
+                    fn);
+  if (cfg->errorFeedback != 0 && cfg->errorFeedback != 1)
+    return QCCL_ERR(qcclInvalidArgument, "%s: cfg->errorFeedback=%d is not 0 or 1", fn,
+                    cfg->errorFeedback);
+  return qcclSuccess;
+}
+
+qcclResult_t zero_fail(qcclComm_t comm, qcclResult_t r) {
+  if (r == qcclSuccess) return r;
+  if (comm != NULL && comm->magic == COMM_MAGIC) {
+    if (r == comm->async_error && r != qcclInvalidArgument && r != qcclInvalidUsage) {
+      snprintf(comm->last_error, sizeof comm->last_error, "%s", err_last());
+      return r;
+    }
+    return comm_fail(comm, r);
+  }
+  return r;
+}
+
+/* ---- running calls ---- */
+
+qcclResult_t zero_run_one(const zero_op_t* op) {
+  qcclComm_t comm = op->comm;
+  int prev = coll_stats_enter(comm, op->slot);
+  qcclResult_t r = qcclSuccess;
+  float* residual = NULL;
+  if (op->count == 0) goto done;
+  if ((op->kind == ZERO_RSQ || op->kind == ZERO_ARQ) && op->ef) {
+    size_t rc = op->kind == ZERO_RSQ
+                    ? op->count
+                    : (op->count + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
+    size_t need = zero_rsq_residual_count(comm, rc, &op->q2);
+    if (need == 0) {
+      QCCL_INFO(LOG_ZERO, "error feedback: no inter-node hop on this communicator (ignored)");
+    } else if (op->residual) {
+      residual = op->residual;
+    } else {
+      r = zero_residual(comm, op->residual_tag, need, &residual);
+      if (r != qcclSuccess) goto done;
+    }
+  }
+  switch (op->kind) {
+    case ZERO_AGQ:
+      r = zero_allgather_q(comm, op->send, op->recv, op->count, op->dt, op->plain ? NULL : &op->q1,
+                           op->sec, op->gen);
+      break;
+    case ZERO_RSQ:
+      r = zero_reducescatter_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1,
+                               &op->q2, residual);
+      break;
+    case ZERO_ARQ:
+      r = zero_allreduce_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1, &op->q2,
+                           residual);
+      break;
+  }
+done:
+  coll_stats_leave(comm, prev);
+  return zero_fail(comm, r);
+}
+
+static int zero_params_equal(const quant_params_t* a, const quant_params_t* b) {
+  return a->bits == b->bits && a->block == b->block && a->asym == b->asym &&
+         a->stochastic == b->stochastic && a->rotate == b->rotate && a->seed == b->seed;
+}
+
+static int zero_fusable(const zero_op_t* a, const zero_op_t* b) {
+  if (a->comm != b->comm || a->kind != b->kind || a->dt != b->dt || a->slot != b->slot) return 0;
+  if (a->kind == ZERO_ARQ || a->ef || b->ef || a->sec || b->sec || a->plain || b->plain) return 0;
+  if (a->kind == ZERO_RSQ && (a->op != b->op || !zero_params_equal(&a->q2, &b->q2))) return 0;
+  return zero_params_equal(&a->q1, &b->q1);
+}
+
+/* Runs ops[0..n) (all fusable) as one call. */
+static qcclResult_t zero_run_bucket(zero_op_t* const* ops, int n) {
+  if (n == 1) return zero_run_one(ops[0]);
+  const zero_op_t* o = ops[0];
+  qcclComm_t comm = o->comm;
+  size_t w = (size_t)comm->nranks, es = dtype_size(o->dt), total = 0;
+  for (int i = 0; i < n; i++) total += ops[i]->count;
+  QCCL_INFO(LOG_ZERO, "group: %d %s calls fused into one bucket of %zu elements per rank", n,
+            o->kind == ZERO_AGQ ? "AllGatherQ" : "ReduceScatterQ", total);
+  int prev = coll_stats_enter(comm, o->slot);
+  if (prev < 0) comm->stats->coll[o->slot].calls += (uint64_t)(n - 1);
+  qcclResult_t r = qcclSuccess;
+  char *in = NULL, *out = NULL;
+  size_t in_elems = o->kind == ZERO_AGQ ? total : total * w;
+  size_t out_elems = o->kind == ZERO_AGQ ? total * w : total;
+  in = malloc(in_elems * es + 1);
+  out = malloc(out_elems * es + 1);
+  if (!in || !out) {
+    r = QCCL_ERR(qcclSystemError, "out of memory (a bucket of %zu elements)", total);
+    goto done;
+  }
+  if (o->kind == ZERO_AGQ) {
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+      memcpy(in + off * es, ops[i]->send, ops[i]->count * es);
+      off += ops[i]->count;
+    }
+    r = zero_allgather_q(comm, in, out, total, o->dt, &o->q1, NULL, 0);
+    if (r != qcclSuccess) goto done;
+    off = 0;
+    for (int i = 0; i < n; i++) {
+      size_t c = ops[i]->count;
+      for (size_t j = 0; j < w; j++)
+        memcpy((char*)ops[i]->recv + j * c * es, out + (j * total + off) * es, c * es);
+      off += c;
+    }
+  } else {
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+      size_t c = ops[i]->count;
+      for (size_t j = 0; j < w; j++)
+        memcpy(in + (j * total + off) * es, (const char*)ops[i]->send + j * c * es, c * es);
+      off += c;
+    }
+    r = zero_reducescatter_q(comm, in, out, total, o->dt, o->op, &o->q1, &o->q2, NULL);
+    if (r != qcclSuccess) goto done;
+    off = 0;
+    for (int i = 0; i < n; i++) {
+      memcpy(ops[i]->recv, out + off * es, ops[i]->count * es);
+      off += ops[i]->count;
+    }
+  }
+done:
+  free(in);
+  free(out);
+  coll_stats_leave(comm, prev);
+  return zero_fail(comm, r);
+}
+
+qcclResult_t zero_run_ops(zero_op_t* const* ops, int n) {
+  int i = 0;
+  while (i < n) {
+    int j = i + 1;
+    /* calls of count 0 are no-ops: leave them out of buckets */
+    if (ops[i]->count > 0)
+      while (j < n && ops[j]->count > 0 && zero_fusable(ops[i], ops[j])) j++;
+    QCCL_CHECK(zero_run_bucket(ops + i, j - i));
+    i = j;
+  }
+  return qcclSuccess;
+}
