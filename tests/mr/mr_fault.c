@@ -4,8 +4,8 @@
  * within QCCL_TIMEOUT (+ slack), later calls fail at once, qcclCommAbort
  * returns in bounded time, and no shared-memory segment of the job is left.
  *
- *   mr_fault --mode M --coll C [--victim V]   (under qcclrun, W >= 2,
- *                                               QCCL_TIMEOUT=T set)
+ *   mr_fault --mode M --coll C [--victim V] [--elems N]
+ *                                 (under qcclrun, W >= 2, QCCL_TIMEOUT=T set)
  *   M: kill-during  the victim loops the collective and a thread of it
  *                   raises SIGKILL 0.1-0.4 s in; survivors loop it too
  *      kill-before  the victim raises SIGKILL instead of calling it
@@ -15,6 +15,8 @@
  *   C: allreduce reduce broadcast allgather reducescatter alltoall gather
  *      scatter sendrecv (a grouped ring shift) barrier
  *   V: default W / 2.
+ *   N: elements per rank-block (default 2^20 for kill-during, else 4099);
+ *      larger blocks take the pipelined two-level algorithms across hosts.
  * The slack is QCCL_MR_FAULT_SLACK seconds (default 6), the abort bound 5 s
  * (+ slack under a sanitizer, via the same variable).
  *
@@ -121,7 +123,10 @@ int main(int argc, char** argv) {
 
   int32_t* pids = calloc((size_t)W, sizeof *pids);
   int32_t mypid = (int32_t)getpid();
-  coll_t c = {cname, strcmp(mode, "kill-during") == 0 ? (size_t)1 << 20 : 4099, NULL, NULL};
+  const char* eopt = mr_opt(&t, "--elems");
+  size_t n = strcmp(mode, "kill-during") == 0 ? (size_t)1 << 20 : 4099;
+  if (eopt) n = (size_t)strtoull(eopt, NULL, 10);
+  coll_t c = {cname, n, NULL, NULL};
   c.send = calloc(c.n * (size_t)W, sizeof(float));
   c.recv = calloc(c.n * (size_t)W, sizeof(float));
   if (!pids || !c.send || !c.recv) mr_die(&t, "out of memory");
