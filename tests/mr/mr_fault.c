@@ -12,6 +12,10 @@
  *      silent       the victim sleeps T + slack + 2 s instead, then aborts
  *      abort        the victim calls qcclCommAbort 0.5 s in (and checks
  *                   that it returns within the abort bound)
+ *      link-down    on simulated hosts (qcclrun --placement, as root): a
+ *                   thread of the victim sets its host's link down 0.1-0.4
+ *                   s in; every rank, the victim too, must then fail
+ *                   (ranks print "MRFAULT SKIP" without namespaces)
  *   C: allreduce reduce broadcast allgather reducescatter alltoall gather
  *      scatter sendrecv (a grouped ring shift) barrier
  *   V: default W / 2.
@@ -96,6 +100,16 @@ static void* killer(void* arg) {
   return NULL;
 }
 
+static void* link_cutter(void* arg) {
+  sleep_s(*(double*)arg);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "ip link set dev %s down", getenv("QCCL_SOCKET_IFNAME"));
+  printf("MRFAULT victim cuts its link now: %s\n", cmd);
+  fflush(stdout);
+  if (system(cmd) != 0) printf("MRFAULT link-down: '%s' failed\n", cmd);
+  return NULL;
+}
+
 static int shm_check(const int32_t* pids, int W, const char* when) {
   char list[1024];
   int k = mr_shm_leftovers(pids, W, list, sizeof list);
@@ -143,7 +157,22 @@ int main(int argc, char** argv) {
   if (qcclBarrier(t.comm, NULL) != qcclSuccess) mr_die(&t, "barrier failed");
   fflush(stdout);
 
-  if (me == victim) {
+  int link_down = !strcmp(mode, "link-down");
+  if (link_down) {
+    const char* ns = getenv("QCCLRUN_NETNS");
+    if (!ns || strcmp(ns, "1") != 0 || !getenv("QCCL_SOCKET_IFNAME")) {
+      printf("MRFAULT SKIP link-down needs simulated hosts in namespaces (root)\n");
+      qcclCommDestroy(t.comm);
+      return 0;
+    }
+  }
+  pthread_t cutter;
+  double cut_delay = 0.1 + 0.3 * (double)(mr_mix(t.seed) % 1000) / 1000.0;
+  if (me == victim && link_down) {
+    /* the victim is a survivor too: it must fail like the others */
+    pthread_create(&cutter, NULL, link_cutter, &cut_delay);
+    pthread_detach(cutter);
+  } else if (me == victim) {
     if (!strcmp(mode, "kill-before")) {
       raise(SIGKILL);
     } else if (!strcmp(mode, "kill-during")) {
