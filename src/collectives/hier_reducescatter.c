@@ -3,41 +3,117 @@
  * whose hosts hold equal numbers of ranks (L each, N hosts; comm->rail
  * exists).
  *
- *   1. the blocks of sendbuff are reordered by owner's local index, then
- *      host: block (l, n) is the one that rank (host n, local index l)
- *      receives (ranks of a host need not be contiguous);
- *   2. node reduce-scatter (shared memory): local rank l gets the N blocks
- *      of its index, reduced over its host;
- *   3. rail reduce-scatter (UCX, flat_reducescatter.c's ring among the N
- *      ranks of local index l): each gets its own block reduced over all.
+ * Per segment of the blocks (a slice of every rank's block):
+ *   1. node reduce-scatter (shared memory): every rank stages, for each
+ *      other local rank j, the slices of the N blocks that the ranks
+ *      (n, j) will own (read from sendbuff where they lie: ranks of a host
+ *      need not be contiguous), and reduces the slices of its own local
+ *      index over its host's L ranks, in rank order, into a buffer of N
+ *      slices;
+ *   2. rail reduce-scatter (UCX): flat_reducescatter.c's ring among the N
+ *      ranks of local index l on those N slices leaves each its own slice,
+ *      reduced over all ranks, in recvbuff.
+ * Pipeline (hier_pipe.c): the rail ring of segment k runs on the rail
+ * thread while the caller's thread runs the node stage of segment k+1.
  * Each rank sends (N-1) blocks over the network (the flat ring sends W-1
- * per crossing): each host's link carries L(N-1) blocks, the least a
+ * per host crossing): each host's link carries L(N-1) blocks, the least a
  * reduce-scatter across N hosts can. Avg sums and divides by W at the end.
  * Narrow floats take the flat ring (they would be rounded at each stage).
  */
 #include "collectives/coll.h"
+#include "collectives/hier_pipe.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 
-qcclResult_t hier_reducescatter(qcclComm_t comm, const coll_args_t* a) {
-  int N = comm->nnodes, L = comm->node->nranks;
-  size_t bytes = a->count * dtype_size(a->datatype);
-  qcclRedOp_t op = a->op == qcclAvg ? qcclSum : a->op;
-  char *order, *part;
-  QCCL_CHECK(comm_scratch(comm, 0, (size_t)N * (size_t)L * bytes, (void**)&order));
-  QCCL_CHECK(comm_scratch(comm, 1, (size_t)N * bytes, (void**)&part));
-  const char* in = a->sendbuff;
-  for (int l = 0; l < L; l++)
-    for (int n = 0; n < N; n++)
-      memcpy(order + ((size_t)l * (size_t)N + (size_t)n) * bytes,
-             in + (size_t)coll_rank_at(comm, n, l) * bytes, bytes);
-  coll_args_t node = {COLL_REDUCESCATTER, order, part, (size_t)N * a->count, a->datatype, op, -1};
-  QCCL_CHECK(coll_reducescatter(comm->node, &node));
-  coll_args_t rail = {COLL_REDUCESCATTER, part, a->recvbuff, a->count, a->datatype, op, -1};
-  QCCL_CHECK(flat_reducescatter(comm->rail, &rail));
-  if (a->op == qcclAvg) {
-    const void* own[1] = {a->recvbuff};
-    reduce_kernel(a->recvbuff, own, 1, a->count, a->datatype, qcclAvg, comm->nranks);
+typedef struct {
+  qcclComm_t comm;
+  const coll_args_t* a;
+  qcclRedOp_t op;
+  size_t es, seg; /* element size; segment, in elements */
+  char* part;     /* N slices of every segment, reduced over the node */
+} hier_rs_t;
+
+static void hier_rs_extent(const hier_rs_t* h, int k, size_t* off, size_t* m) {
+  *off = (size_t)k * h->seg;
+  *m = h->a->count - *off < h->seg ? h->a->count - *off : h->seg;
+}
+
+/* Stage 1 on segment k. The slices that local rank j reduces are seen as
+ * one run of N*m elements (host by host); chunks cut that run so that the
+ * L runs of a chunk fit in a slot. */
+static qcclResult_t hier_rs_node(void* arg, int k) {
+  hier_rs_t* h = arg;
+  qcclComm_t node = h->comm->node;
+  shm_t* s = node->shm;
+  int L = node->nranks, l = node->rank, N = h->comm->nnodes;
+  size_t es = h->es, off, m;
+  hier_rs_extent(h, k, &off, &m);
+  size_t total = (size_t)N * m, per = s->chunk_bytes / es / (size_t)L;
+  if (per == 0) per = 1; /* chunk_bytes >= 4096 and L small: never hit */
+  const char* in = h->a->sendbuff;
+  char* dst = h->part + (size_t)N * off * es;
+  const void* srcs[L];
+  for (size_t v0 = 0; v0 < total; v0 += per) {
+    size_t c = total - v0 < per ? total - v0 : per;
+    uint64_t g;
+    QCCL_CHECK(shm_chunk_begin(s, &g));
+    char* slot = shm_slot(s, l, g);
+    for (int j = 0; j < L; j++) {
+      if (j == l) continue;
+      for (size_t v = v0; v < v0 + c;) {
+        size_t n = v / m, o = v % m, len = m - o < v0 + c - v ? m - o : v0 + c - v;
+        size_t owner = (size_t)coll_rank_at(h->comm, (int)n, j);
+        memcpy(slot + ((size_t)j * c + (v - v0)) * es, in + (owner * h->a->count + off + o) * es,
+               len * es);
+        v += len;
+      }
+    }
+    coll_stats_shm(node, (size_t)(L - 1) * c * es);
+    shm_post(s, 3 * g + 1);
+    QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
+    /* its own slices: from sendbuff where they are contiguous, else from
+     * the others' slots; the run may cross from one host's slice to the
+     * next, so reduce it piece by piece */
+    for (size_t v = v0; v < v0 + c;) {
+      size_t n = v / m, o = v % m, len = m - o < v0 + c - v ? m - o : v0 + c - v;
+      size_t owner = (size_t)coll_rank_at(h->comm, (int)n, l);
+      for (int j = 0; j < L; j++)
+        srcs[j] = j == l ? in + (owner * h->a->count + off + o) * es
+                         : shm_slot(s, j, g) + ((size_t)l * c + (v - v0)) * es;
+      reduce_kernel(dst + v * es, srcs, L, len, h->a->datatype, h->op, L);
+      v += len;
+    }
+    shm_post(s, 3 * g + 3);
   }
   return qcclSuccess;
+}
+
+/* Stage 2 on segment k: the ring over the rail, into recvbuff. */
+static qcclResult_t hier_rs_rail(void* arg, int k) {
+  hier_rs_t* h = arg;
+  size_t off, m;
+  hier_rs_extent(h, k, &off, &m);
+  char* out = (char*)h->a->recvbuff + off * h->es;
+  coll_args_t rail = {COLL_REDUCESCATTER,
+                      h->part + (size_t)h->comm->nnodes * off * h->es,
+                      out,
+                      m,
+                      h->a->datatype,
+                      h->op,
+                      -1};
+  QCCL_CHECK(flat_reducescatter(h->comm->rail, &rail));
+  if (h->a->op == qcclAvg) {
+    const void* own[1] = {out};
+    reduce_kernel(out, own, 1, m, h->a->datatype, qcclAvg, h->comm->nranks);
+  }
+  return qcclSuccess;
+}
+
+qcclResult_t hier_reducescatter(qcclComm_t comm, const coll_args_t* a) {
+  size_t es = dtype_size(a->datatype);
+  hier_rs_t h = {comm, a, a->op == qcclAvg ? qcclSum : a->op, es, HIER_SEGMENT_BYTES / es, NULL};
+  QCCL_CHECK(comm_scratch(comm, 1, (size_t)comm->nnodes * a->count * es, (void**)&h.part));
+  hier_pipe_ops_t ops = {&h, (int)((a->count + h.seg - 1) / h.seg), hier_rs_node, hier_rs_rail,
+                         NULL};
+  return hier_pipe_run(&ops);
 }
