@@ -129,7 +129,9 @@ void perf_usage(const char* prog, int backend_is_qccl) {
           "      --seed N            input seed (default 0x5eed)\n"
           "      --no-header         rows and footer only\n",
           prog,
-          backend_is_qccl ? " quant\n  (allgather_q reducescatter_q allreduce_q: issue 7)" : "");
+          backend_is_qccl
+              ? " quant\n               allgather_q reducescatter_q allreduce_q (-q; no -c check)"
+              : "");
 }
 
 static int perf_parse_int(const char* s, long lo, long hi, int* out) {

@@ -15,7 +15,7 @@
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 static const char* const coll_names[COLL_NUM_KINDS] = {
     "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",

@@ -95,11 +95,11 @@ struct qcclComm {
   /* scratch for algorithms over point-to-point, grown on demand and kept */
   void* scratch[2];
   size_t scratch_bytes[2];
-  /* the ZeRO++ collectives' state (src/zero), made on first use */
+  /* the ZeRO++ collectives' state (src/collectives/zeropp), made on first use */
   struct zero_comm* zero;
 };
 
-/* Frees a communicator's ZeRO++ state (NULL allowed); src/zero. */
+/* Frees a communicator's ZeRO++ state (NULL allowed); src/collectives/zeropp. */
 void zero_comm_free(struct zero_comm* z);
 
 /* Scratch buffer `which` (0 or 1) of at least bytes, owned by comm and

@@ -14,12 +14,12 @@
 #include <stdlib.h>
 
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 typedef struct {
   qcclComm_t comm;
   coll_args_t args;
-  zero_op_t* zq; /* a ZeRO++ call (src/zero), or NULL */
+  zero_op_t* zq; /* a ZeRO++ call (src/collectives/zeropp), or NULL */
 } group_op_t;
 
 static _Thread_local int group_depth;

@@ -13,7 +13,7 @@
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 qcclResult_t zero_allreduce_q(qcclComm_t comm, const void* send, void* recv, size_t count,
                               qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,

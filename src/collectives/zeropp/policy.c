@@ -30,7 +30,7 @@
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 #define ZERO_PIECE_DEFAULT ((size_t)1 << 17)
 
@@ -158,8 +158,11 @@ static const zero_env_t* zero_env_get(void) {
   return &zero_env;
 }
 
-size_t zero_env_piece(void) {
-  return zero_env_get()->piece;
+qcclResult_t zero_env_piece(size_t* piece) {
+  const zero_env_t* env = zero_env_get();
+  if (env->err != qcclSuccess) return QCCL_ERR(env->err, "%s", env->msg);
+  *piece = env->piece;
+  return qcclSuccess;
 }
 
 static int policy_index(coll_kind_t kind) {
@@ -186,12 +189,12 @@ static const zero_policy_t* policy_of(qcclComm_t comm, int idx) {
 int zero_policy_applies(qcclComm_t comm, const coll_args_t* a) {
   int idx = policy_index(a->kind);
   if (idx < 0 || comm->stats == NULL || comm->stats->cur >= 0 || a->count == 0) return 0;
-  if (zero_env_get()->err != qcclSuccess) return 1; /* zero_policy_run reports it */
-  const zero_policy_t* p = policy_of(comm, idx);
-  if (p == NULL) return 0;
   qcclDataType_t t = a->datatype;
   if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16) return 0;
   if (idx != ZERO_POL_AG && a->op != qcclSum && a->op != qcclAvg) return 0;
+  if (zero_env_get()->err != qcclSuccess) return 1; /* zero_policy_op reports it */
+  const zero_policy_t* p = policy_of(comm, idx);
+  if (p == NULL) return 0;
   size_t bytes = a->count * dtype_size(t) * (idx == ZERO_POL_AR ? 1 : (size_t)comm->nranks);
   return bytes >= p->min_bytes;
 }

@@ -21,8 +21,10 @@
  *      node b receives the chunk for (b, l);
  *   5. dequantize + f32 sum over the N node sums (in node order), divided
  *      by W for Avg, rounded once into the output type.
- * Steps 2 of piece i+1 and 4 of piece i are one batch of transfers, so the
- * two hops overlap. Bytes per rank: (L-1)/L x W x rc at the intra width
+ * The pieces are pipelined (hier_pipe.c): step 4 of piece i runs on the
+ * rail thread while the caller's thread runs steps 1-3 of piece i+1 and
+ * step 5 of piece i-1, so the network overlaps the codec and the node's
+ * shared memory. Bytes per rank: (L-1)/L x W x rc at the intra width
  * inside the node, (N-1) x rc at the inter width across (int4: 1/4 of the
  * plain fp16 reduce-scatter's (N-1) x rc x 2 bytes, plus 4/B per element of
  * scales). Any count and any N x L: tails are padded inside the chunks.
@@ -40,10 +42,11 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/hier_pipe.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 typedef struct {
   qcclComm_t comm;
@@ -62,10 +65,10 @@ typedef struct {
 /* The plan for comm; dest and rail_peer are freed by rsq_plan_free. */
 static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
                              const quant_params_t* inter, rsq_plan_t* pl) {
+  memset(pl, 0, sizeof *pl);
   struct zero_comm* z;
   QCCL_CHECK(zero_state(comm, &z));
   const zero_map_t* m = &z->map;
-  memset(pl, 0, sizeof *pl);
   pl->comm = comm;
   QCCL_CHECK(zero_isa(&pl->isa));
   pl->two = comm->nnodes > 1 && m->equal;
@@ -170,89 +173,128 @@ static qcclResult_t rsq_one_level(const rsq_plan_t* pl, const char* send, char* 
   return r;
 }
 
+/* The two-level pipeline (hier_pipe.c): pre(k) = steps 1-3 of piece k on
+ * the caller's thread (the node's shared memory), rail(k) = step 4 on the
+ * rail thread (the network), post(k) = step 5 on the caller's thread. The
+ * rail stage of piece k overlaps steps 1-3 of piece k+1 and step 5 of
+ * piece k-1; hop-2 buffers alternate (piece k uses set k % 2, which
+ * hier_pipe's order frees in time: pre(k+2) runs after post(k)). */
+typedef struct {
+  const rsq_plan_t* pl;
+  const char* send;
+  char* recv;
+  size_t rc, pe, coded_rc, c1max, c2max;
+  qcclDataType_t dt;
+  qcclRedOp_t op;
+  float* residual;
+  char *s1, *r1, *s2[2], *r2[2];
+  float* acc;
+  const void** srcs;
+  coll_args_t* ops;
+  qcclComm_t* comms;
+} rsq_pipe_t;
+
+static void rsq_piece(const rsq_pipe_t* h, int k, size_t* po, size_t* pn) {
+  *po = (size_t)k * h->pe;
+  *pn = h->rc - *po < h->pe ? h->rc - *po : h->pe;
+}
+
+static qcclResult_t rsq_pre(void* arg, int k) {
+  rsq_pipe_t* h = arg;
+  const rsq_plan_t* pl = h->pl;
+  size_t po, pn, g = (size_t)pl->g, ns = (size_t)pl->nsub, n = (size_t)pl->n;
+  rsq_piece(h, k, &po, &pn);
+  size_t c1 = quant_chunk_bytes(&pl->p1, pn), c2 = quant_chunk_bytes(&pl->p2, pn);
+  size_t msg1 = ns * c1;
+  /* 1-2: quantize, all-to-all inside the node */
+  QCCL_CHECK(rsq_quantize(pl, h->send, h->rc, po, pn, h->dt, h->s1, c1));
+  coll_args_t a = {COLL_ALLTOALL, h->s1, h->r1, msg1, qcclUint8, qcclSum, -1};
+  QCCL_CHECK(coll_run(pl->c1, &a));
+  /* 3: per destination node, sum the L sources and requantize */
+  quant_params_t q2 = pl->p2;
+  q2.rank = (uint32_t)(pl->comm->nranks + pl->comm->rank);
+  for (size_t b = 0; b < n; b++) {
+    for (size_t j = 0; j < g; j++) h->srcs[j] = h->r1 + j * msg1 + b * c1;
+    size_t d = (size_t)pl->dest[(size_t)pl->me1 * ns + b];
+    q2.index0 = d * h->rc + po;
+    float* res = h->residual ? h->residual + b * h->coded_rc + po : NULL;
+    QCCL_CHECK(quant_reduce_requant(pl->isa, &pl->p1, h->srcs, (int)g, pn, &q2, res,
+                                    h->s2[k % 2] + b * c2));
+  }
+  return qcclSuccess;
+}
+
+static qcclResult_t rsq_rail(void* arg, int k) {
+  rsq_pipe_t* h = arg;
+  const rsq_plan_t* pl = h->pl;
+  size_t po, pn, n = (size_t)pl->n;
+  rsq_piece(h, k, &po, &pn);
+  size_t c2 = quant_chunk_bytes(&pl->p2, pn);
+  int nops = 0;
+  for (size_t j = 1; j < n; j++) {
+    int to = (int)((pl->me2 + j) % n), from = (int)((pl->me2 + n - j) % n);
+    h->ops[nops] = (coll_args_t){
+        COLL_SEND, h->s2[k % 2] + (size_t)to * c2, NULL, c2, qcclUint8, qcclSum, pl->rail_peer[to]};
+    h->comms[nops++] = pl->c2;
+    h->ops[nops] = (coll_args_t){
+        COLL_RECV,          NULL, h->r2[k % 2] + (size_t)from * c2, c2, qcclUint8, qcclSum,
+        pl->rail_peer[from]};
+    h->comms[nops++] = pl->c2;
+  }
+  return nops > 0 ? p2p_run(h->ops, h->comms, nops) : qcclSuccess;
+}
+
+static qcclResult_t rsq_post(void* arg, int k) {
+  rsq_pipe_t* h = arg;
+  const rsq_plan_t* pl = h->pl;
+  size_t po, pn, n = (size_t)pl->n;
+  rsq_piece(h, k, &po, &pn);
+  size_t c2 = quant_chunk_bytes(&pl->p2, pn);
+  const char* chunks[n];
+  for (size_t b = 0; b < n; b++)
+    chunks[b] = (b == (size_t)pl->me2 ? h->s2[k % 2] : h->r2[k % 2]) + b * c2;
+  return rsq_final(pl, &pl->p2, chunks, (int)n, pn, h->acc, h->op, h->dt,
+                   h->recv + po * dtype_size(h->dt));
+}
+
 static qcclResult_t rsq_two_level(const rsq_plan_t* pl, const char* send, char* recv, size_t rc,
                                   qcclDataType_t dt, qcclRedOp_t op, size_t pe, float* residual) {
-  size_t es = dtype_size(dt), g = (size_t)pl->g, ns = (size_t)pl->nsub, n = (size_t)pl->n;
+  size_t g = (size_t)pl->g, ns = (size_t)pl->nsub, n = (size_t)pl->n;
   size_t pmax = rc < pe ? rc : pe;
-  size_t c1max = quant_chunk_bytes(&pl->p1, pmax), c2max = quant_chunk_bytes(&pl->p2, pmax);
-  size_t coded_rc = quant_coded_elems(&pl->p2, rc);
+  rsq_pipe_t h = {.pl = pl,
+                  .send = send,
+                  .recv = recv,
+                  .rc = rc,
+                  .pe = pe,
+                  .dt = dt,
+                  .op = op,
+                  .residual = residual};
+  h.coded_rc = quant_coded_elems(&pl->p2, rc);
+  h.c1max = quant_chunk_bytes(&pl->p1, pmax);
+  h.c2max = quant_chunk_bytes(&pl->p2, pmax);
+  size_t b1 = g * ns * h.c1max, b2 = n * h.c2max;
   char* mem;
-  QCCL_CHECK(zero_scratch(
-      pl->comm, 2, 2 * g * ns * c1max + 2 * n * c2max + pmax * sizeof(float) + 64, (void**)&mem));
-  char *s1 = mem, *r1 = s1 + g * ns * c1max, *s2 = r1 + g * ns * c1max, *r2 = s2 + n * c2max;
-  float* acc = (float*)(((uintptr_t)(r2 + n * c2max) + 63) & ~(uintptr_t)63);
-  int nops_max = 2 * (int)(g + n);
-  coll_args_t* ops = malloc(sizeof *ops * (size_t)nops_max);
-  qcclComm_t* comms = malloc(sizeof *comms * (size_t)nops_max);
-  const void** srcs = malloc(sizeof *srcs * (g + n));
-  qcclResult_t r = qcclSuccess;
-  if (!ops || !comms || !srcs) {
+  QCCL_CHECK(zero_scratch(pl->comm, 2, 2 * b1 + 4 * b2 + pmax * sizeof(float) + 64, (void**)&mem));
+  h.s1 = mem;
+  h.r1 = h.s1 + b1;
+  h.s2[0] = h.r1 + b1;
+  h.s2[1] = h.s2[0] + b2;
+  h.r2[0] = h.s2[1] + b2;
+  h.r2[1] = h.r2[0] + b2;
+  h.acc = (float*)(((uintptr_t)(h.r2[1] + b2) + 63) & ~(uintptr_t)63);
+  h.srcs = malloc(sizeof *h.srcs * g);
+  h.ops = malloc(sizeof *h.ops * 2 * n);
+  h.comms = malloc(sizeof *h.comms * 2 * n);
+  qcclResult_t r;
+  if (!h.srcs || !h.ops || !h.comms) {
     r = QCCL_ERR(qcclSystemError, "out of memory");
-    goto done;
+  } else {
+    hier_pipe_ops_t ops = {&h, (int)((rc + pe - 1) / pe), rsq_pre, rsq_rail, rsq_post};
+    r = hier_pipe_run(&ops);
   }
-  size_t npieces = (rc + pe - 1) / pe;
-  size_t prv_po = 0, prv_pn = 0, prv_c2 = 0;
-  for (size_t it = 0; it <= npieces; it++) {
-    int cur = it<npieces, prv = it> 0;
-    size_t po = it * pe, pn = cur ? (rc - po < pe ? rc - po : pe) : 0;
-    size_t c1 = cur ? quant_chunk_bytes(&pl->p1, pn) : 0;
-    if (cur) {
-      r = rsq_quantize(pl, send, rc, po, pn, dt, s1, c1);
-      if (r != qcclSuccess) goto done;
-    }
-    /* hop 1 of this piece and hop 2 of the previous one, together */
-    int nops = 0;
-    size_t msg1 = ns * c1;
-    for (size_t k = 1; cur && k < g; k++) {
-      int to = (int)((pl->me1 + k) % g), from = (int)((pl->me1 + g - k) % g);
-      ops[nops] =
-          (coll_args_t){COLL_SEND, s1 + (size_t)to * msg1, NULL, msg1, qcclUint8, qcclSum, to};
-      comms[nops++] = pl->c1;
-      ops[nops] =
-          (coll_args_t){COLL_RECV, NULL, r1 + (size_t)from * msg1, msg1, qcclUint8, qcclSum, from};
-      comms[nops++] = pl->c1;
-    }
-    for (size_t k = 1; prv && k < n; k++) {
-      int to = (int)((pl->me2 + k) % n), from = (int)((pl->me2 + n - k) % n);
-      ops[nops] = (coll_args_t){COLL_SEND, s2 + (size_t)to * prv_c2, NULL, prv_c2, qcclUint8,
-                                qcclSum,   pl->rail_peer[to]};
-      comms[nops++] = pl->c2;
-      ops[nops] = (coll_args_t){COLL_RECV, NULL,    r2 + (size_t)from * prv_c2, prv_c2,
-                                qcclUint8, qcclSum, pl->rail_peer[from]};
-      comms[nops++] = pl->c2;
-    }
-    if (nops > 0) {
-      r = p2p_run(ops, comms, nops);
-      if (r != qcclSuccess) goto done;
-    }
-    if (prv) {
-      const char** chunks = (const char**)srcs;
-      for (size_t b = 0; b < n; b++) chunks[b] = (b == (size_t)pl->me2 ? s2 : r2) + b * prv_c2;
-      r = rsq_final(pl, &pl->p2, chunks, (int)n, prv_pn, acc, op, dt, recv + prv_po * es);
-      if (r != qcclSuccess) goto done;
-    }
-    if (cur) {
-      size_t c2 = quant_chunk_bytes(&pl->p2, pn);
-      quant_params_t q2 = pl->p2;
-      q2.rank = (uint32_t)(pl->comm->nranks + pl->comm->rank);
-      for (size_t b = 0; b < n; b++) {
-        for (size_t k = 0; k < g; k++)
-          srcs[k] = (k == (size_t)pl->me1 ? s1 : r1) + k * msg1 + b * c1;
-        size_t d = (size_t)pl->dest[(size_t)pl->me1 * ns + b];
-        q2.index0 = d * rc + po;
-        float* res = residual ? residual + b * coded_rc + po : NULL;
-        r = quant_reduce_requant(pl->isa, &pl->p1, srcs, (int)g, pn, &q2, res, s2 + b * c2);
-        if (r != qcclSuccess) goto done;
-      }
-      prv_po = po;
-      prv_pn = pn;
-      prv_c2 = c2;
-    }
-  }
-done:
-  free(ops);
-  free(comms);
-  free(srcs);
+  free(h.srcs);
+  free(h.ops);
+  free(h.comms);
   return r;
 }
 
@@ -262,8 +304,9 @@ qcclResult_t zero_reducescatter_q(qcclComm_t comm, const void* send, void* recv,
   if (rc == 0) return qcclSuccess;
   rsq_plan_t pl;
   qcclResult_t r = rsq_plan(comm, intra, inter, &pl);
+  size_t pe = 0;
+  if (r == qcclSuccess) r = zero_env_piece(&pe);
   if (r == qcclSuccess) {
-    size_t pe = zero_env_piece();
     size_t b = (size_t)intra->block;
     pe = (pe + b - 1) / b * b; /* pieces hold whole blocks */
     QCCL_TRACE(LOG_ZERO, "ReduceScatterQ %zu x %s: %s, pieces of %zu", rc, dtype_name(dt),

@@ -19,7 +19,7 @@
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 void zero_comm_free(struct zero_comm* z) {
   if (z == NULL) return;

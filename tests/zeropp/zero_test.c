@@ -4,9 +4,9 @@
  *
  * Run as one rank under qcclrun; --placement LIST (the host of each rank,
  * as given to qcclrun; default one host) tells the reference which path
- * the library takes (two-level where hosts hold equal numbers of ranks),
- * --variant V rotates the quantization parameters so that a set of runs
- * covers every point of the matrix (see meson.build).
+ * the library takes (two-level where hosts hold equal numbers of ranks);
+ * --variant V rotates which configs run in place, with Avg, and whether
+ * the int4 configs of qgZ use 4 or 8 bits inside the node (see meson.build).
  *
  * Inputs: element i of rank r is k * 2^-e with k in [-127, 127] and e in
  * 3..9 varying per 64 elements (so blocks have different scales), exact in
@@ -24,13 +24,14 @@
  * one level: the sum over ranks of one hop. Plus f32 rounding of the sums
  * and the final rounding to the output type.
  *
- * Cases: qwZ and qgZ for f32 / f16 / bf16 x two quantization configs of the
- * variant x counts {1, 1009, 2W*37+3} in place and out of place, and one
- * large count; determinism (second run, same bits; the gather equal on
- * every rank); hpZ (node gather equal to the forward gather, zero bytes
- * across nodes, stale and invalidated shards refused on every rank, int8
- * shards); group buckets (equal to the packed single call); policy (plain
- * calls quantized, counted under the quantized slot); error feedback
+ * Cases: qwZ and qgZ for f32 / f16 / bf16 x six quantization configs (int8
+ * / int4, sym / asym, B in {32, 256, 4096}, rotation, stochastic rounding)
+ * x counts {1, 1009, 2W*37+3}, in place or out of place and Sum or Avg by
+ * turns, and one large count (999983, prime); determinism (second run, same bits; the gather equal
+ * on every rank); hpZ (node gather equal to the forward gather, zero bytes across nodes, stale and
+ * invalidated shards refused on every rank, int8 shards); qcclAllReduceQ (equal to qgZ + qwZ, in
+ * place too); group buckets (equal to the packed single call); policy (plain calls quantized,
+ * counted under the quantized slot); error feedback
  * (--ef: the mean error over 100 reductions shrinks); bad arguments;
  * --bytes: inter-node bytes of qwZ / hpZ / qgZ against plain collectives
  * and the analytic volumes (printed for zero_bytes.sh).
@@ -412,10 +413,14 @@ static void case_hpz(mr_t* t, int quant_storage) {
     mr_case_fail(&c, "shard invalidated on rank %d: got %s on rank %d", W - 1,
                  qcclGetErrorString(r), rank);
   /* the next forward gather makes it current again */
-  MR_OK(&c, qcclAllGatherQSecondary(send, fwd, n, dt, &spec, sec, 9, t->comm, NULL));
+  /* (with full storage, a plain forward gather: spec NULL) */
+  MR_OK(&c, qcclAllGatherQSecondary(send, fwd, n, dt, quant_storage ? &spec : NULL, sec, 9, t->comm,
+                                    NULL));
   MR_OK(&c, qcclSecondaryAllGather(sec, bwd, 9, NULL));
   if (!quant_storage && memcmp(fwd, bwd, n * W * es) != 0)
     mr_case_fail(&c, "after the refill: the node gather differs");
+  if (!quant_storage && memcmp(fwd + (size_t)rank * n * es, send, n * es) != 0)
+    mr_case_fail(&c, "the plain forward gather is not exact");
   MR_OK(&c, qcclSecondaryDestroy(sec));
   free(send);
   free(fwd);
@@ -540,6 +545,18 @@ static void case_policy(mr_t* t, int from_env) {
   /* Max is not quantizable: plain */
   MR_OK(&c, qcclReduceScatter(in, a, n, qcclFloat32, qcclMax, t->comm, NULL));
   if (!from_env) {
+    /* all-reduce: qcclAllReduceQ with int8 on both hops */
+    MR_OK(&c, qcclCommSetPolicy(t->comm, qcclStatAllReduce, &spec, 0));
+    MR_OK(&c, qcclCommGetStats(t->comm, &s0));
+    MR_OK(&c, qcclAllReduce(in, a, n, qcclFloat32, qcclSum, t->comm, NULL));
+    MR_OK(&c, qcclCommGetStats(t->comm, &s1));
+    if (s1.coll[qcclStatAllReduceQ].calls != s0.coll[qcclStatAllReduceQ].calls + 1)
+      mr_case_fail(&c, "the plain AllReduce was not counted as quantized");
+    cfg.inter.bits = 8;
+    MR_OK(&c, qcclAllReduceQ(in, b, n, qcclFloat32, qcclSum, &cfg, t->comm, NULL));
+    if (memcmp(a, b, sizeof(float) * n) != 0)
+      mr_case_fail(&c, "the policy's AllReduce differs from qcclAllReduceQ");
+    MR_OK(&c, qcclCommSetPolicy(t->comm, qcclStatAllReduce, NULL, 0));
     MR_OK(&c, qcclCommSetPolicy(t->comm, qcclStatAllGather, NULL, 0));
     MR_OK(&c, qcclCommSetPolicy(t->comm, qcclStatReduceScatter, NULL, 0));
     MR_OK(&c, qcclAllGather(in, a, n, qcclFloat32, t->comm, NULL));
@@ -552,6 +569,39 @@ static void case_policy(mr_t* t, int from_env) {
   mr_case_end(&c);
 }
 
+/* ---- qcclAllReduceQ: the reduce-scatter of the zero-padded input, then
+ * the gather of the shards under cfg->inter, bit for bit; the same
+ * everywhere ---- */
+
+static void case_arq(mr_t* t, size_t count) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "allreduceq count=%zu", count)) return;
+  int W = t->nranks, rank = t->rank;
+  size_t rc = (count + (size_t)W - 1) / (size_t)W;
+  uint16_t* in = calloc(rc * W, 2);
+  uint16_t* out = malloc(2 * count + 2);
+  uint16_t* shard = malloc(2 * rc);
+  uint16_t* ref = malloc(2 * rc * W);
+  for (size_t i = 0; i < count; i++) store(qcclBfloat16, in, i, gen(c.cseed, rank, i));
+  qcclReduceScatterQConfig_t cfg = QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER;
+  cfg.inter.bits = 8;
+  MR_OK(&c, qcclAllReduceQ(in, out, count, qcclBfloat16, qcclAvg, &cfg, t->comm, NULL));
+  MR_OK(&c, qcclReduceScatterQ(in, shard, rc, qcclBfloat16, qcclAvg, &cfg, t->comm, NULL));
+  MR_OK(&c, qcclAllGatherQ(shard, ref, rc, qcclBfloat16, &cfg.inter, t->comm, NULL));
+  if (memcmp(out, ref, 2 * count) != 0)
+    mr_case_fail(&c, "qcclAllReduceQ differs from qcclReduceScatterQ + qcclAllGatherQ");
+  mr_same_everywhere(&c, mr_hash(out, 2 * count), "result");
+  /* in place */
+  memcpy(out, in, 2 * count);
+  MR_OK(&c, qcclAllReduceQ(out, out, count, qcclBfloat16, qcclAvg, &cfg, t->comm, NULL));
+  if (memcmp(out, ref, 2 * count) != 0) mr_case_fail(&c, "in place differs");
+  free(in);
+  free(out);
+  free(shard);
+  free(ref);
+  mr_case_end(&c);
+}
+
 /* ---- error feedback ---- */
 
 static void case_ef(mr_t* t) {
@@ -561,6 +611,7 @@ static void case_ef(mr_t* t) {
   size_t rc = 2048, reps = 100;
   float* in = malloc(sizeof(float) * rc * W);
   float* out = malloc(sizeof(float) * rc);
+  float* out2 = malloc(sizeof(float) * rc);
   double* mean = malloc(sizeof(double) * rc);
   for (size_t k = 0; k < rc * W; k++) in[k] = (float)gen(c.cseed, rank, k);
   double err[2];
@@ -573,9 +624,22 @@ static void case_ef(mr_t* t) {
     cfg.residual = res;
     cfg.residualCount = ef ? cnt : 0;
     for (size_t i = 0; i < rc; i++) mean[i] = 0;
+    /* the comm-owned residual (tag 42) must give the same bits */
+    qcclReduceScatterQConfig_t own = cfg;
+    own.residual = NULL;
+    own.residualCount = 0;
+    own.residualTag = 42;
+    int differ = 0;
     for (size_t k = 0; k < reps; k++) {
       MR_OK(&c, qcclReduceScatterQ(in, out, rc, qcclFloat32, qcclSum, &cfg, t->comm, NULL));
       for (size_t i = 0; i < rc; i++) mean[i] += out[i] / (double)reps;
+      if (ef) {
+        MR_OK(&c, qcclReduceScatterQ(in, out2, rc, qcclFloat32, qcclSum, &own, t->comm, NULL));
+        if (!differ && memcmp(out, out2, sizeof(float) * rc) != 0) {
+          mr_case_fail(&c, "call %zu: the comm-owned residual gives other bits", k);
+          differ = 1;
+        }
+      }
     }
     double e = 0;
     for (size_t i = 0; i < rc; i++) {
@@ -594,6 +658,7 @@ static void case_ef(mr_t* t) {
                  err[0], err[1]);
   free(in);
   free(out);
+  free(out2);
   free(mean);
   mr_case_end(&c);
 }
@@ -723,8 +788,8 @@ int main(int argc, char** argv) {
   static const qcclDataType_t dts[3] = {qcclFloat32, qcclFloat16, qcclBfloat16};
   size_t counts[3] = {1, 1009, (size_t)(2 * W * 37 + 3)};
   for (int di = 0; di < 3; di++) {
-    for (int k = 0; k < 2; k++) {
-      const qcfg_t* q = &g_cfgs[(v + di + 3 * k) % 6];
+    for (int k = 0; k < 6; k++) {
+      const qcfg_t* q = &g_cfgs[(v + di + k) % 6];
       for (int ci = 0; ci < 3; ci++) {
         int inplace = (ci + di + k + v) % 2;
         case_agq(&t, dts[di], q, counts[ci], inplace);
@@ -735,11 +800,13 @@ int main(int argc, char** argv) {
       }
     }
   }
-  /* one large count per run, type and config rotating with the variant */
+  /* one large count per run (prime), type and config rotating with the variant */
   const qcfg_t* ql = &g_cfgs[v % 6];
   size_t large = t.quick ? 300007 : 999983;
   case_agq(&t, dts[v % 3], ql, large, v % 2);
   case_rsq(&t, dts[(v + 1) % 3], ql, 8, large / (size_t)W + 1, qcclSum, (v + 1) % 2);
+  case_arq(&t, (size_t)W * 1000);
+  case_arq(&t, 2 * (size_t)W * 37 + 3);
   case_hpz(&t, v % 2);
   case_bucket(&t);
   case_policy(&t, 0);

@@ -23,7 +23,7 @@
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 #define SEC_MAGIC 0x5345434fu          /* "SECO" */
 #define SEC_FULL 0x66756c6c5f736563ull /* a filled shard */

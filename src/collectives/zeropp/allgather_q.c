@@ -23,7 +23,7 @@
 #include "collectives/hier_pipe.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "zero/zero.h"
+#include "collectives/zeropp/zero.h"
 
 /* ---- two-level, pipelined (hosts of L > 1 ranks each, comm->rail) ----
  * The shard is cut into segments of whole blocks (8 x QCCL_ZERO_PIECE
@@ -115,7 +115,9 @@ static qcclResult_t agq_two_level(qcclComm_t comm, const struct zero_comm* z, qu
   h.dt = dt;
   h.count = count;
   /* 8 pieces of qgZ (1 M elements by default), whole blocks */
-  h.seg = (8 * zero_env_piece() + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
+  size_t piece;
+  QCCL_CHECK(zero_env_piece(&piece));
+  h.seg = (8 * piece + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
   h.map = &z->map;
   h.N = z->map.nnodes;
   h.L = z->map.lmax;

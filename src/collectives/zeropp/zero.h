@@ -151,8 +151,10 @@ qcclResult_t zero_rsq_check(const char* fn, const void* sendbuff, void* recvbuff
                             const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
                             qcclStream_t stream, zero_op_t* o);
 
-/* Elements per destination in one pipelined piece of qgZ (QCCL_ZERO_PIECE). */
-size_t zero_env_piece(void);
+/* Elements per destination in one pipelined piece of qgZ (QCCL_ZERO_PIECE);
+ * fails, naming the variable, when QCCL_ZERO_PIECE or QCCL_POLICY is
+ * malformed. */
+qcclResult_t zero_env_piece(size_t* piece);
 
 /* Floats of qgZ's residual (0 where there is no inter-node hop). */
 size_t zero_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* inter);
