@@ -1,16 +1,41 @@
 /*
  * allgather.c - AllGather inside one node.
  *
- * Each rank's contribution is cut into chunks of chunk_bytes. For chunk g
+ * Two algorithms, chosen by the block size (the same on every rank):
+ *
+ * Two copy (blocks below the segment's single-copy threshold, or no CMA):
+ * each rank's contribution is cut into chunks of chunk_bytes. For chunk g
  * every rank copies its piece into its slot, then copies the W-1 other
  * pieces out of the peers' slots into its output (its own piece goes
- * straight from sendbuff, or stays put in place). Per rank: the
- * contribution is written once into the segment and W-1 pieces read once:
- * the least any shared-memory all-gather can move.
+ * straight from sendbuff, or stays put in place). The slots stay in cache,
+ * so memory sees each byte about once, but every byte is copied twice.
+ *
+ * Single copy (cma.h): every rank publishes its sendbuff, then reads each
+ * peer's block straight into its recvbuff with process_vm_readv, starting
+ * with the next rank so that readers spread over the owners. One chunk of
+ * the segment, two steps: published (3g+1), done (3g+3). Per rank: W-1
+ * blocks read from the peers and its own copied, each byte once.
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
+#include "transport/cma.h"
+
+static qcclResult_t allgather_cma(qcclComm_t comm, const char* in, char* out, size_t bytes,
+                                  int stream) {
+  shm_t* s = comm->shm;
+  int w = comm->nranks, r = comm->rank;
+  uint64_t g;
+  QCCL_CHECK(cma_begin(s, in, &g));
+  /* the own block while the peers arrive */
+  if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
+  for (int k = 1; k < w; k++) {
+    int j = (r + k) % w;
+    QCCL_CHECK(cma_read(s, j, g, 0, out + (size_t)j * bytes, bytes));
+  }
+  coll_stats_shm(comm, (size_t)(w - 1) * bytes); /* what the peers read from it */
+  return cma_end(s, g);
+}
 
 qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -19,6 +44,7 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
+  if (w > 1 && cma_use(s, bytes)) return allgather_cma(comm, in, out, bytes, stream);
   if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
   if (w == 1) return qcclSuccess;
   for (size_t off = 0; off < bytes; off += s->chunk_bytes) {

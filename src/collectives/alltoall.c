@@ -1,14 +1,41 @@
 /*
  * alltoall.c - AlltoAll inside one node.
  *
- * Chunks hold W pieces of m bytes: every rank stages piece j of its block
+ * Two algorithms, chosen by the block size (bytes per peer; the same on
+ * every rank):
+ *
+ * Two copy (blocks below the segment's single-copy threshold, or no CMA):
+ * chunks hold W pieces of m bytes: every rank stages piece j of its block
  * for rank j in its slot, then reads, from each peer's slot, the piece
- * meant for it. Its own block goes straight from sendbuff to recvbuff.
- * Per rank and per byte: one write into the segment, one read out.
+ * meant for it. Per rank and per byte: one write into the segment, one
+ * read out.
+ *
+ * Single copy (cma.h): every rank publishes its sendbuff; rank r reads
+ * block r of each peer's sendbuff straight into block j of its recvbuff
+ * (process_vm_readv), starting with the next rank. One chunk of the
+ * segment, two steps: published (3g+1), done (3g+3).
+ *
+ * In both, the own block goes straight from sendbuff to recvbuff.
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
+#include "transport/cma.h"
+
+static qcclResult_t alltoall_cma(qcclComm_t comm, const char* in, char* out, size_t bytes,
+                                 int stream) {
+  shm_t* s = comm->shm;
+  int w = comm->nranks, r = comm->rank;
+  uint64_t g;
+  QCCL_CHECK(cma_begin(s, in, &g));
+  copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
+  for (int k = 1; k < w; k++) {
+    int j = (r + k) % w;
+    QCCL_CHECK(cma_read(s, j, g, (size_t)r * bytes, out + (size_t)j * bytes, bytes));
+  }
+  coll_stats_shm(comm, (size_t)(w - 1) * bytes); /* what the peers read from it */
+  return cma_end(s, g);
+}
 
 qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -17,6 +44,7 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
+  if (w > 1 && cma_use(s, bytes)) return alltoall_cma(comm, in, out, bytes, stream);
   copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
   if (w == 1) return qcclSuccess;
   size_t piece = s->chunk_bytes / (size_t)w;

@@ -4,14 +4,17 @@
  *
  * Space is reserved with posix_fallocate when the segment is made, so a
  * full /dev/shm is a clear error at init instead of a SIGBUS later. A wait
- * polls the peer's step with the spin/yield/nap back-off of core/wait.c;
- * every ~20 ms it checks the abort flag's owner, whether the peers it waits
- * on still exist (kill(pid, 0), and not a zombie), and the timeout.
+ * polls the peer's step with the spin/yield/nap back-off of core/wait.c
+ * (without the spin when the peer last waited on this rank's CPU); every
+ * ~20 ms it checks the abort flag's owner, whether the peers it waits on
+ * still exist (kill(pid, 0), and not a zombie), and the timeout. At open,
+ * cma_probe decides whether single-copy transfers are possible (cma.h).
  */
 #include "transport/shm.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/wait.h"
+#include "transport/cma.h"
 
 #define SHM_NAME_BYTES 64
 #define SHM_HEADER_BYTES 4096
@@ -138,10 +142,16 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   shm_layout(s);
   s->ctrl[rank].pid = (int32_t)getpid();
   s->ctrl[rank].alive = 1;
+  atomic_store(&s->ctrl[rank].cpu, -1);
+  /* the word peers read to test single copy (cma_probe) */
+  QCCL_CHECK_GOTO(boot_random(&s->cma_word, sizeof s->cma_word), r, fail_unlink);
+  s->ctrl[rank].cma_probe = (uintptr_t)&s->cma_word;
+  s->ctrl[rank].cma_value = s->cma_word;
   /* every rank has attached after this barrier: the name can go */
   r = boot_barrier(boot);
   if (rank == 0) shm_unlink(names);
   if (r != qcclSuccess) goto fail;
+  if (w > 1) QCCL_CHECK_GOTO(cma_probe(s, boot), r, fail);
   QCCL_INFO(LOG_SHM, "rank %d attached %s: %zu bytes, chunk %zu, p2p ring %zu", rank, names,
             s->bytes, s->chunk_bytes, s->chan_bytes);
   free(names);
@@ -206,8 +216,16 @@ static qcclResult_t shm_wait_range(shm_t* s, int lo, int hi, uint64_t step) {
   int j = lo;
   while (j < hi && atomic_load_explicit(&s->ctrl[j].step, memory_order_acquire) >= step) j++;
   if (j == hi) return qcclSuccess;
+  /* a peer that last waited on this CPU cannot progress while this rank
+   * spins (ranks are not bound by default, and the scheduler often puts
+   * two of them on one CPU of a loaded host): yield at once then */
+  int cpu = sched_getcpu();
+  atomic_store_explicit(&s->ctrl[s->rank].cpu, cpu, memory_order_relaxed);
+  int shared = 0;
+  for (int k = j; k < hi && !shared; k++)
+    shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
   backoff_t b;
-  backoff_init(&b, s->spin);
+  backoff_init(&b, shared ? 0 : s->spin);
   double start = clock_now();
   for (;;) {
     while (j < hi && atomic_load_explicit(&s->ctrl[j].step, memory_order_acquire) >= step) j++;

@@ -6,9 +6,10 @@
  * soon as all have attached, so nothing remains in /dev/shm after any exit.
  *
  * Layout: a header (abort flag), one control line per rank (its step
- * counter and pid), per rank two "slots" and two "result" areas of
- * chunk_bytes each (double buffering), and one ring channel per ordered
- * pair of ranks for point-to-point messages.
+ * counter, pid, and the buffer of a single-copy call, cma.h), per rank
+ * two "slots" and two "result" areas of chunk_bytes each (double
+ * buffering), and one ring channel per ordered pair of ranks for
+ * point-to-point messages.
  *
  * Synchronisation is by step counters: every collective is a sequence of
  * chunks numbered g = 0, 1, 2, ... over the life of the communicator (the
@@ -34,7 +35,11 @@ typedef struct {
   _Atomic uint64_t step;
   int32_t pid;
   int32_t alive;
-  char pad[2 * SHM_LINE - 16];
+  uint64_t cma_buf;    /* single-copy calls: the buffer peers read (cma.h) */
+  uint64_t cma_probe;  /* address of a word peers read once to test CMA */
+  uint64_t cma_value;  /* the word's value */
+  _Atomic int32_t cpu; /* the CPU this rank last waited on (shm_wait_*) */
+  char pad[2 * SHM_LINE - 44];
 } shm_ctrl_t;
 
 typedef struct {
@@ -53,6 +58,8 @@ typedef struct shm {
   uint64_t chunk_seq; /* next chunk number g */
   double timeout;     /* seconds without progress before qcclTimeout */
   uint32_t spin;      /* microseconds of polling before yielding */
+  size_t cma_min;     /* smallest per-peer block sent single copy, 0 = never */
+  uint64_t cma_word;  /* the word peers read to probe CMA (cma.c) */
   _Atomic int32_t* abort_rank;
   shm_ctrl_t* ctrl;
   char* slots;
