@@ -177,14 +177,17 @@ qcclResult_t qcclBarrier(qcclComm_t comm, qcclStream_t stream) {
 }
 
 /* Communicators that span hosts: two-level where the hosts hold equal
- * numbers of ranks (and, for reductions, the type is not a narrow float,
- * which would be rounded at every stage), else the flat algorithms over
- * point-to-point. QCCL_ALGO overrides; an impossible choice is logged. */
+ * numbers of ranks (but Reduce of a narrow float, which its stages would
+ * round twice), else the flat algorithms over point-to-point. QCCL_ALGO
+ * overrides; an impossible choice is logged. */
 static int coll_pick_hier(qcclComm_t comm, const coll_args_t* a) {
   int has_op = a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCESCATTER || a->kind == COLL_REDUCE;
   int has_hier = has_op || a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST;
   if (!has_hier) return 0;
-  int can = comm->rail != NULL && (!has_op || reduce_work_type(a->datatype) == a->datatype);
+  /* narrow floats: AllReduce and ReduceScatter keep f32 between their
+   * stages; Reduce's node stage would round, so it stays flat */
+  int narrow = reduce_work_type(a->datatype) != a->datatype;
+  int can = comm->rail != NULL && !(narrow && a->kind == COLL_REDUCE);
   int algo = comm->algo[a->kind];
   if (algo == COLL_ALGO_HIER && !can)
     QCCL_INFO(LOG_COLL, "QCCL_ALGO %s:hier is not possible here (%s): flat", coll_names[a->kind],

@@ -20,7 +20,10 @@
  * Every part's value is computed once (by one rail ring, identically on
  * its N members) and copied, so all ranks get the same bits. Avg sums
  * through the stages and divides by W once, on the share. Narrow floats
- * take the flat ring instead: here they would be rounded at each stage.
+ * (f16, bf16, fp8) are staged inside the host in their own type, kept in
+ * f32 from the node reduction on (the share, the rail ring: as the flat
+ * ring, they travel between hosts as f32), and rounded once, when the
+ * share is staged for the node all-gather.
  * Cost: per rank (L-1)/L of the buffer written into the segment twice
  * (stages 1 and 3), 2(N-1)/N of the share over the network.
  */
@@ -37,6 +40,8 @@
  * their element count. */
 static qcclResult_t hier_node_reduce(qcclComm_t node, const coll_args_t* a, qcclRedOp_t op,
                                      size_t begin, size_t end, char* share, size_t* n) {
+  int widen = reduce_work_type(a->datatype) != a->datatype;
+  size_t wes = widen ? sizeof(float) : dtype_size(a->datatype);
   shm_t* s = node->shm;
   int w = node->nranks, r = node->rank;
   size_t es = dtype_size(a->datatype), per_chunk = s->chunk_bytes / es, pos = 0;
@@ -56,7 +61,10 @@ static qcclResult_t hier_node_reduce(qcclComm_t node, const coll_args_t* a, qccl
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) srcs[j] = (j == r ? src : shm_slot(s, j, g)) + lo * es;
-    reduce_kernel(share + pos * es, srcs, w, hi - lo, a->datatype, op, w);
+    if (widen)
+      reduce_kernel_widen((float*)(share + pos * wes), srcs, w, hi - lo, a->datatype, op);
+    else
+      reduce_kernel(share + pos * es, srcs, w, hi - lo, a->datatype, op, w);
     pos += hi - lo;
     /* nobody reads a result of this chunk: done with it */
     shm_post(s, 3 * g + 3);
@@ -74,15 +82,23 @@ static qcclResult_t hier_node_gather(qcclComm_t node, const coll_args_t* a, size
   size_t es = dtype_size(a->datatype), per_chunk = s->chunk_bytes / es, pos = 0;
   char* out = a->recvbuff;
   int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
+  int widen = reduce_work_type(a->datatype) != a->datatype;
   for (size_t off = begin; off < end; off += per_chunk) {
     size_t m = end - off < per_chunk ? end - off : per_chunk;
     size_t lo, hi;
     coll_part(m, w, r, &lo, &hi);
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
-    memcpy(shm_result(s, r, g), share + pos * es, (hi - lo) * es);
+    char* res = shm_result(s, r, g);
+    if (widen) {
+      /* the one rounding of a narrow type */
+      convert_from_f32(res, (const float*)share + pos, hi - lo, a->datatype);
+      copy_out(out + (off + lo) * es, res, (hi - lo) * es, stream);
+    } else {
+      memcpy(res, share + pos * es, (hi - lo) * es);
+      copy_out(out + (off + lo) * es, share + pos * es, (hi - lo) * es, stream);
+    }
     coll_stats_shm(node, (hi - lo) * es);
-    copy_out(out + (off + lo) * es, share + pos * es, (hi - lo) * es, stream);
     pos += hi - lo;
     shm_post(s, 3 * g + 2);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
@@ -108,7 +124,8 @@ typedef struct {
   qcclComm_t comm;
   const coll_args_t* a;
   qcclRedOp_t op;
-  size_t es;
+  qcclDataType_t wt; /* the type of the share: f32 for narrow floats */
+  size_t wes;        /* its element size */
   char* share;
   hier_seg_t* segs;
 } hier_ar_t;
@@ -118,7 +135,7 @@ static qcclResult_t hier_ar_pre(void* arg, int k) {
   hier_seg_t* sg = &h->segs[k];
   size_t n = 0;
   return hier_node_reduce(h->comm->node, h->a, h->op, sg->begin, sg->end,
-                          h->share + sg->share_off * h->es, &n);
+                          h->share + sg->share_off * h->wes, &n);
 }
 
 /* Stage 2 on one segment's share, Avg's division included. */
@@ -126,11 +143,11 @@ static qcclResult_t hier_ar_rail(void* arg, int k) {
   hier_ar_t* h = arg;
   hier_seg_t* sg = &h->segs[k];
   if (sg->share_n == 0) return qcclSuccess;
-  char* x = h->share + sg->share_off * h->es;
-  QCCL_CHECK(flat_ring_allreduce(h->comm->rail, x, x, sg->share_n, h->a->datatype, h->op));
+  char* x = h->share + sg->share_off * h->wes;
+  QCCL_CHECK(flat_ring_allreduce(h->comm->rail, x, x, sg->share_n, h->wt, h->op));
   if (h->a->op == qcclAvg) {
     const void* own[1] = {x};
-    reduce_kernel(x, own, 1, sg->share_n, h->a->datatype, qcclAvg, h->comm->nranks);
+    reduce_kernel(x, own, 1, sg->share_n, h->wt, qcclAvg, h->comm->nranks);
   }
   return qcclSuccess;
 }
@@ -139,7 +156,7 @@ static qcclResult_t hier_ar_post(void* arg, int k) {
   hier_ar_t* h = arg;
   hier_seg_t* sg = &h->segs[k];
   return hier_node_gather(h->comm->node, h->a, sg->begin, sg->end,
-                          h->share + sg->share_off * h->es);
+                          h->share + sg->share_off * h->wes);
 }
 
 qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a) {
@@ -148,10 +165,11 @@ qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a) {
   size_t chunk = comm->node->shm->chunk_bytes, per_chunk = chunk / es;
   size_t seg = per_chunk * (HIER_SEGMENT_BYTES > chunk ? HIER_SEGMENT_BYTES / chunk : 1);
   int nsegs = (int)((a->count + seg - 1) / seg);
-  hier_ar_t h = {comm, a, a->op == qcclAvg ? qcclSum : a->op, es, NULL, NULL};
+  qcclDataType_t wt = reduce_work_type(a->datatype);
+  hier_ar_t h = {comm, a, a->op == qcclAvg ? qcclSum : a->op, wt, dtype_size(wt), NULL, NULL};
   /* the share: at most ceil(m / L) elements of every chunk */
   size_t chunks = (a->count + per_chunk - 1) / per_chunk;
-  QCCL_CHECK(comm_scratch(comm, 1, (a->count / (size_t)L + chunks + 1) * es, (void**)&h.share));
+  QCCL_CHECK(comm_scratch(comm, 1, (a->count / (size_t)L + chunks + 1) * h.wes, (void**)&h.share));
   h.segs = calloc((size_t)nsegs, sizeof *h.segs);
   if (!h.segs) return QCCL_ERR(qcclSystemError, "out of memory");
   /* each segment's share: part r of each of its chunks, as stage 1 cuts */

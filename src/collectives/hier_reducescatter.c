@@ -18,8 +18,12 @@
  * Each rank sends (N-1) blocks over the network (the flat ring sends W-1
  * per host crossing): each host's link carries L(N-1) blocks, the least a
  * reduce-scatter across N hosts can. Avg sums and divides by W at the end.
- * Narrow floats take the flat ring (they would be rounded at each stage).
+ * Narrow floats (f16, bf16, fp8) are staged inside the host in their own
+ * type, accumulate in f32 from the node stage on, travel between hosts as
+ * f32 (as in the flat ring) and are rounded once, into recvbuff.
  */
+#include <stdlib.h>
+
 #include "collectives/coll.h"
 #include "collectives/hier_pipe.h"
 #include "collectives/reduce_kernels.h"
@@ -29,8 +33,11 @@ typedef struct {
   qcclComm_t comm;
   const coll_args_t* a;
   qcclRedOp_t op;
-  size_t es, seg; /* element size; segment, in elements */
-  char* part;     /* N slices of every segment, reduced over the node */
+  qcclDataType_t wt; /* the type partial sums are kept in */
+  size_t es, wes;    /* element size of the data, of wt */
+  size_t seg;        /* segment, in elements */
+  char* part;        /* N slices of every segment, reduced over the node (wt) */
+  float* wide;       /* narrow types: a segment's result in f32 (rail thread) */
 } hier_rs_t;
 
 static void hier_rs_extent(const hier_rs_t* h, int k, size_t* off, size_t* m) {
@@ -51,7 +58,7 @@ static qcclResult_t hier_rs_node(void* arg, int k) {
   size_t total = (size_t)N * m, per = s->chunk_bytes / es / (size_t)L;
   if (per == 0) per = 1; /* chunk_bytes >= 4096 and L small: never hit */
   const char* in = h->a->sendbuff;
-  char* dst = h->part + (size_t)N * off * es;
+  char* dst = h->part + (size_t)N * off * h->wes;
   const void* srcs[L];
   for (size_t v0 = 0; v0 < total; v0 += per) {
     size_t c = total - v0 < per ? total - v0 : per;
@@ -80,7 +87,10 @@ static qcclResult_t hier_rs_node(void* arg, int k) {
       for (int j = 0; j < L; j++)
         srcs[j] = j == l ? in + (owner * h->a->count + off + o) * es
                          : shm_slot(s, j, g) + ((size_t)l * c + (v - v0)) * es;
-      reduce_kernel(dst + v * es, srcs, L, len, h->a->datatype, h->op, L);
+      if (h->wt == h->a->datatype)
+        reduce_kernel(dst + v * es, srcs, L, len, h->a->datatype, h->op, L);
+      else
+        reduce_kernel_widen((float*)(dst + v * h->wes), srcs, L, len, h->a->datatype, h->op);
       v += len;
     }
     shm_post(s, 3 * g + 3);
@@ -94,26 +104,37 @@ static qcclResult_t hier_rs_rail(void* arg, int k) {
   size_t off, m;
   hier_rs_extent(h, k, &off, &m);
   char* out = (char*)h->a->recvbuff + off * h->es;
-  coll_args_t rail = {COLL_REDUCESCATTER,
-                      h->part + (size_t)h->comm->nnodes * off * h->es,
-                      out,
-                      m,
-                      h->a->datatype,
-                      h->op,
-                      -1};
+  char* res = h->wide ? (char*)h->wide : out;
+  coll_args_t rail = {.kind = COLL_REDUCESCATTER,
+                      .sendbuff = h->part + (size_t)h->comm->nnodes * off * h->wes,
+                      .recvbuff = res,
+                      .count = m,
+                      .datatype = h->wt,
+                      .op = h->op,
+                      .root = -1};
   QCCL_CHECK(flat_reducescatter(h->comm->rail, &rail));
   if (h->a->op == qcclAvg) {
-    const void* own[1] = {out};
-    reduce_kernel(out, own, 1, m, h->a->datatype, qcclAvg, h->comm->nranks);
+    const void* own[1] = {res};
+    reduce_kernel(res, own, 1, m, h->wt, qcclAvg, h->comm->nranks);
   }
+  if (h->wide) convert_from_f32(out, h->wide, m, h->a->datatype);
   return qcclSuccess;
 }
 
 qcclResult_t hier_reducescatter(qcclComm_t comm, const coll_args_t* a) {
-  size_t es = dtype_size(a->datatype);
-  hier_rs_t h = {comm, a, a->op == qcclAvg ? qcclSum : a->op, es, HIER_SEGMENT_BYTES / es, NULL};
-  QCCL_CHECK(comm_scratch(comm, 1, (size_t)comm->nnodes * a->count * es, (void**)&h.part));
+  hier_rs_t h = {.comm = comm, .a = a, .op = a->op == qcclAvg ? qcclSum : a->op};
+  h.wt = reduce_work_type(a->datatype);
+  h.es = dtype_size(a->datatype);
+  h.wes = dtype_size(h.wt);
+  h.seg = HIER_SEGMENT_BYTES / h.es;
+  QCCL_CHECK(comm_scratch(comm, 1, (size_t)comm->nnodes * a->count * h.wes, (void**)&h.part));
+  if (h.wt != a->datatype) {
+    h.wide = malloc((a->count < h.seg ? a->count : h.seg) * sizeof(float));
+    if (!h.wide) return QCCL_ERR(qcclSystemError, "out of memory");
+  }
   hier_pipe_ops_t ops = {&h, (int)((a->count + h.seg - 1) / h.seg), hier_rs_node, hier_rs_rail,
                          NULL};
-  return hier_pipe_run(&ops);
+  qcclResult_t r = hier_pipe_run(&ops);
+  free(h.wide);
+  return r;
 }

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/fpconv.h"
 
 #define RK_BLOCK 512
@@ -100,6 +101,21 @@ qcclDataType_t reduce_work_type(qcclDataType_t t) {
   return (t == qcclFloat16 || t == qcclBfloat16 || t == qcclFloat8e4m3 || t == qcclFloat8e5m2)
              ? qcclFloat32
              : t;
+}
+
+void reduce_kernel_widen(float* dst, const void* const* srcs, int k, size_t n, qcclDataType_t t,
+                         qcclRedOp_t op) {
+  float conv[RK_BLOCK];
+  size_t es = dtype_size(t);
+  for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {
+    size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;
+    convert_to_f32(dst + i0, (const char*)srcs[0] + i0 * es, m, t);
+    for (int j = 1; j < k; j++) {
+      convert_to_f32(conv, (const char*)srcs[j] + i0 * es, m, t);
+      const void* two[2] = {dst + i0, conv};
+      reduce_kernel(dst + i0, two, 2, m, qcclFloat32, op, 0);
+    }
+  }
 }
 
 void convert_to_f32(float* dst, const void* src, size_t n, qcclDataType_t t) {

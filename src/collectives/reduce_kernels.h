@@ -19,6 +19,13 @@
 void reduce_kernel(void* dst, const void* const* srcs, int k, size_t n, qcclDataType_t t,
                    qcclRedOp_t op, int avg_div);
 
+/* As reduce_kernel for a narrow float t, but leaves the f32 accumulation
+ * in dst unrounded (for algorithms whose later stages go on in f32, so the
+ * result is still rounded once). Same order, same bits as reduce_kernel
+ * before its final rounding. */
+void reduce_kernel_widen(float* dst, const void* const* srcs, int k, size_t n, qcclDataType_t t,
+                         qcclRedOp_t op);
+
 /* The type reductions of t are computed in: qcclFloat32 for the narrow
  * floats (f16, bf16, fp8), t itself otherwise. */
 qcclDataType_t reduce_work_type(qcclDataType_t t);
