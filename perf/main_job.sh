@@ -5,9 +5,12 @@
 # are installed (peers that are missing are skipped, with the command that
 # installs them), then the quantization codec's table.
 #
-# Quantized collectives (issue 7) slot in through QUANT below: compare.py runs
-# each with `-q $QUANT_FORMAT` against its plain peer (allgather_q against
-# Open MPI's and gloo's allgather), so the bandwidths line up.
+# The quantized collectives (QUANT below) run with `-q $QUANT_FORMAT` beside
+# their plain peers (allgather_q against Open MPI's and gloo's allgather), so
+# the bandwidths line up. As root it ends with what quantization is for:
+# the collectives of one ZeRO-3 step across two simulated hosts on a 1
+# Gbit/s link, plain against ZeRO++ (qccl-zero-bench), bytes on the wire
+# included.
 #
 # Environment: QCCL_MAIN_RANKS (default 4), QCCL_MAIN_ITERS (default 10).
 set -uo pipefail
@@ -17,7 +20,7 @@ ranks=${QCCL_MAIN_RANKS:-4}
 iters=${QCCL_MAIN_ITERS:-10}
 
 PLAIN="allreduce,allgather,reducescatter,alltoall,broadcast,reduce,gather,scatter,sendrecv"
-QUANT=""  # issue 7: QUANT="allgather_q,reducescatter_q,allreduce_q"
+QUANT="allgather_q,reducescatter_q,allreduce_q"
 QUANT_FORMAT="int8"
 
 colls="$PLAIN${QUANT:+,$QUANT}"
@@ -31,6 +34,17 @@ echo
 "$build/perf/qccl-perf" quant -b 64K -e 16M -f 16 -n "$iters" -w 2
 qrc=$?
 [ "$qrc" -eq 77 ] && qrc=0  # a libqccl without the codec skips
+
+if [ "$(id -u)" -eq 0 ]; then
+  echo
+  echo "# 2 simulated hosts x 2 ranks, 1 Gbit/s link: plain vs ZeRO++ (16 MiB of bf16)"
+  "$build/tools/qcclrun" -n 4 --placement 0,0,1,1 --link 1gbit --no-prefix --timeout 300 -- \
+    "$build/perf/qccl-zero-bench" -b 16M -n 3 -w 1
+  zrc=$?
+  [ "$rc" -eq 0 ] && rc=$zrc
+else
+  echo "# (as root, the main job also runs plain vs ZeRO++ across two simulated hosts)"
+fi
 
 echo "# logs and JSON: $build/main-job/"
 [ "$rc" -ne 0 ] && exit "$rc"
