@@ -318,6 +318,22 @@ qcclResult_t qcclCommSplitRail(qcclComm_t comm, qcclConfig_t* config, qcclComm_t
 qcclResult_t qcclCommSplitLeaders(qcclComm_t comm, qcclConfig_t* config, qcclComm_t* newcomm);
 
 /* ------------------------------------------------------------------------
+ * Host memory the ranks of a host can read directly (as ncclMemAlloc).
+ * ------------------------------------------------------------------------ */
+
+/* Allocates size bytes (rounded up to whole pages, zeroed) that the other
+ * ranks of this host can map. A collective whose send buffer lies in such
+ * memory lets them copy from it directly, skipping the staging copy
+ * (AllGather, AlltoAll); any buffer still works with every call. Free with
+ * qcclMemFree. Thread-safe. */
+qcclResult_t qcclMemAlloc(void** ptr, size_t size);
+
+/* Frees memory from qcclMemAlloc (NULL: nothing). Buffers of a collective
+ * may be freed once the call returned on this rank. Another pointer is
+ * qcclInvalidArgument. */
+qcclResult_t qcclMemFree(void* ptr);
+
+/* ------------------------------------------------------------------------
  * Traffic counters. Every communicator counts, per collective, the calls
  * made on it and the payload bytes this rank sent: to ranks of its own node
  * (shared memory) and to ranks of other nodes (the network). Headers of the

@@ -126,8 +126,9 @@ def lib_cmd(lib, tools, coll, n, flags, jpath, a):
     flags = [f if flags[i - 1] != "-c" else str(check) for i, f in enumerate(flags)]
     if lib == "qccl":
         q = ["-q", a.quant_format] if coll in QUANT_PEER else []
+        reg = ["-R", "1"] if getattr(a, "register", 0) else []
         return [tools["qcclrun"], "-n", str(n), "--no-prefix", "--timeout", str(a.timeout), "--",
-                tools["qccl-perf"], coll] + flags + q + ["-J", jpath]
+                tools["qccl-perf"], coll] + flags + q + reg + ["-J", jpath]
     peer_coll = QUANT_PEER.get(coll, coll)
     if lib == "mpi":
         return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n),
@@ -197,7 +198,9 @@ def markdown(res, bounds, a, meta, latency):
                f"{meta['load_after']}. Total time {meta['secs']:.0f} s.\n")
     out.append(f"Command: `{meta['command']}`\n")
     out.append(f"Each library: `-b {a.minbytes} -e {a.maxbytes} -f {a.stepfactor} -n {a.iters} "
-               f"-w {a.warmup}`, f32 sum, qccl with `-c {a.check}`, the peers with "
+               f"-w {a.warmup}`, f32 sum, qccl with `-c {a.check}`"
+               f"{' and `-R 1` (buffers from qcclMemAlloc)' if getattr(a, 'register', 0) else ''}"
+               f", the peers with "
                f"`-c {a.peer_check}`. busbw in GB/s from the **median** call time "
                f"(out of place; nccl-tests' busbw formulas). *bound*: the busbw at which the "
                f"collective's minimal memory traffic would take exactly the copy time measured "
@@ -393,6 +396,8 @@ def main():
                     help="the peers' -c (default 0: their results are not in question, and "
                     "gloo's numpy check costs minutes at 256M)")
     ap.add_argument("--latency-size", default="8K", help="'' to skip the latency runs")
+    ap.add_argument("--register", type=int, default=0,
+                    help="1: qccl's buffers from qcclMemAlloc (qccl-perf -R 1)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
     ap.add_argument("--outdir")
     ap.add_argument("--no-docs", action="store_true", help="leave docs/ alone")
@@ -477,7 +482,7 @@ def main():
 
 # what --replot needs besides the JSON rows of every run
 STATE_ARGS = ("ranks", "colls", "libs", "minbytes", "maxbytes", "stepfactor", "iters", "warmup",
-              "check", "peer_check", "latency_size", "quant_format")
+              "check", "peer_check", "latency_size", "quant_format", "register")
 
 
 def replot(a):

@@ -93,6 +93,9 @@ typedef struct perf_backend {
   int (*supports)(void* ctx, perf_coll_id_t id, qcclDataType_t type, qcclRedOp_t op);
   /* text for a failed call's result code (the library's last error) */
   const char* (*error)(void* ctx, int rc);
+  /* -R 1: buffers from the library's allocator (qcclMemAlloc), NULL: none */
+  void* (*mem_alloc)(void* ctx, size_t bytes);
+  void (*mem_free)(void* ctx, void* p);
 } perf_backend_t;
 
 /* -q int8|int4[:bBLOCK][:asym][:rot][:sr] */
@@ -117,6 +120,7 @@ typedef struct {
   uint64_t seed;
   perf_quant_opt_t quant;
   int quiet_header; /* --no-header: table rows and footer only */
+  int registered;   /* -R 1: buffers from the backend's allocator */
 } perf_args_t;
 
 /* ---- perf_args.c ---- */

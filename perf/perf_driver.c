@@ -328,6 +328,16 @@ static int perf_loop_types(perf_ctx_t* x) {
   return 0;
 }
 
+static void perf_free_buffers(perf_backend_t* be, int reg, perf_ctx_t* x) {
+  if (reg) {
+    if (x->sendbuf) be->mem_free(be->ctx, x->sendbuf);
+    if (x->recvbuf) be->mem_free(be->ctx, x->recvbuf);
+  } else {
+    free(x->sendbuf), free(x->recvbuf);
+  }
+  free(x->times);
+}
+
 int perf_run(const perf_coll_t* coll, const perf_args_t* a, perf_backend_t* be) {
   perf_ctx_t x;
   memset(&x, 0, sizeof x);
@@ -343,13 +353,16 @@ int perf_run(const perf_coll_t* coll, const perf_args_t* a, perf_backend_t* be) 
   }
   size_t sb, rb;
   perf_buffer_bytes(coll, a, be, &sb, &rb);
-  x.sendbuf = aligned_alloc(PERF_ALIGN, sb);
-  x.recvbuf = aligned_alloc(PERF_ALIGN, rb);
+  int reg = a->registered && be->mem_alloc != NULL;
+  if (a->registered && !reg && be->rank == 0)
+    printf("# -R 1: %s has no allocator of its own; plain buffers\n", be->name);
+  x.sendbuf = reg ? be->mem_alloc(be->ctx, sb) : aligned_alloc(PERF_ALIGN, sb);
+  x.recvbuf = reg ? be->mem_alloc(be->ctx, rb) : aligned_alloc(PERF_ALIGN, rb);
   x.times = calloc((size_t)a->iters, sizeof(double));
   if (!x.sendbuf || !x.recvbuf || !x.times) {
     fprintf(stderr, "%s-perf: rank %d: out of memory (%zu + %zu bytes)\n", be->name, be->rank, sb,
             rb);
-    free(x.sendbuf), free(x.recvbuf), free(x.times);
+    perf_free_buffers(be, reg, &x);
     return PERF_EXIT_LIBRARY;
   }
   memset(x.sendbuf, 0, sb); /* fault the pages in before any timing */
@@ -381,7 +394,7 @@ int perf_run(const perf_coll_t* coll, const perf_args_t* a, perf_backend_t* be) 
             avg_bw, rc == 0 && x.wrong_total == 0 ? "true" : "false");
     fclose(x.json);
   }
-  free(x.sendbuf), free(x.recvbuf), free(x.times);
+  perf_free_buffers(be, reg, &x);
   if (rc != 0) return rc;
   return x.wrong_total || x.local_wrong ? PERF_EXIT_WRONG : PERF_EXIT_OK;
 }

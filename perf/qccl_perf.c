@@ -208,6 +208,18 @@ static const char* qp_error(void* ctx, int rc) {
   return q->err;
 }
 
+/* -R 1: qcclMemAlloc, whose memory the ranks of a host read in place. */
+static void* qp_mem_alloc(void* ctx, size_t bytes) {
+  void* p = NULL;
+  (void)ctx;
+  return qcclMemAlloc(&p, bytes ? bytes : 1) == qcclSuccess ? p : NULL;
+}
+
+static void qp_mem_free(void* ctx, void* p) {
+  (void)ctx;
+  qcclMemFree(p);
+}
+
 static int qp_collective(const char* prog, const perf_coll_t* coll, const perf_args_t* a,
                          int quantized) {
   if (a->timeout_s > 0) { /* a peer that stops answering fails the call, not hangs it */
@@ -235,7 +247,8 @@ static int qp_collective(const char* prog, const perf_coll_t* coll, const perf_a
   snprintf(version, sizeof version, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
   perf_backend_t be = {"qccl",     version,     q.rank,           q.nranks,
                        &q,         qp_runs,     qp_allreduce_f64, qp_allgather_bytes,
-                       qp_barrier, qp_supports, qp_error};
+                       qp_barrier, qp_supports, qp_error,         qp_mem_alloc,
+                       qp_mem_free};
   char fmt[64] = "";
   if (quantized) {
     perf_quant_opt_t qo = a->quant;

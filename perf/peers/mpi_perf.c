@@ -235,7 +235,8 @@ int main(int argc, char** argv) {
   if (nl) *nl = '\0';
   perf_backend_t be = {"mpi",      version,     m.rank,           m.nranks,
                        &m,         mp_runs,     mp_allreduce_f64, mp_allgather_bytes,
-                       mp_barrier, mp_supports, mp_error};
+                       mp_barrier, mp_supports, mp_error,         NULL,
+                       NULL};
   rc = perf_run(coll, &a, &be);
   if (rc == PERF_EXIT_LIBRARY) MPI_Abort(m.comm, rc);
 done:

@@ -47,20 +47,32 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   if (w > 1 && cma_use(s, bytes)) return allgather_cma(comm, in, out, bytes, stream);
   if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
   if (w == 1) return qcclSuccess;
+  int direct = 0;
+  uint64_t g = 0;
   for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
-    uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
-    memcpy(shm_slot(s, r, g), in + off, m);
+    /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
+    if (shm_reg_publish(s, g, in + off, m))
+      direct = 1;
+    else
+      memcpy(shm_slot(s, r, g), in + off, m);
     coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);
     /* read each peer's piece as soon as that peer has staged it */
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
+      const char* src;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m, stream);
+      QCCL_CHECK(shm_reg_peer(s, j, g, &src));
+      if (src == NULL)
+        copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m, stream);
+      else if (off == 0) /* read in place: the whole block at once */
+        copy_out(out + (size_t)j * bytes, src, bytes, stream);
     }
     shm_post(s, 3 * g + 3);
   }
+  /* sendbuff is read in place: it must outlive every reader */
+  if (direct) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
   return qcclSuccess;
 }

@@ -48,21 +48,34 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
   if (w == 1) return qcclSuccess;
   size_t piece = s->chunk_bytes / (size_t)w;
+  int direct = 0;
+  uint64_t g = 0;
   for (size_t off = 0; off < bytes; off += piece) {
     size_t m = bytes - off < piece ? bytes - off : piece;
-    uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     char* slot = shm_slot(s, r, g);
-    for (int j = 0; j < w; j++)
-      if (j != r) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + off, m);
+    /* qcclMemAlloc memory: the peers read their pieces where they are */
+    if (shm_reg_publish(s, g, in, bytes * (size_t)w)) {
+      direct = 1;
+    } else {
+      for (int j = 0; j < w; j++)
+        if (j != r) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + off, m);
+    }
     coll_stats_shm(comm, (size_t)(w - 1) * m);
     shm_post(s, 3 * g + 1);
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
+      const char* src;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m, stream);
+      QCCL_CHECK(shm_reg_peer(s, j, g, &src));
+      if (src == NULL)
+        copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m, stream);
+      else if (off == 0) /* read in place: the whole piece at once */
+        copy_out(out + (size_t)j * bytes, src + (size_t)r * bytes, bytes, stream);
     }
     shm_post(s, 3 * g + 3);
   }
+  /* sendbuff is read in place: it must outlive every reader */
+  if (direct) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
   return qcclSuccess;
 }

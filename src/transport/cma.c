@@ -39,14 +39,19 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   s->cma_min = 0;
   int64_t min;
   QCCL_CHECK(env_get_int("QCCL_CMA_MIN_BYTES", CMA_MIN_BYTES_DEFAULT, 0, (int64_t)1 << 50, &min));
-  /* read every peer's probe word (published before the attach barrier) */
+  /* read every peer's probe word (published before the attach barrier);
+   * also what decides whether peers may map each other's qcclMemAlloc
+   * memory (shm_map.c: /proc/<pid>/fd needs the same permission) */
   int64_t ok = 1;
-  for (int j = 0; j < w && ok && min > 0; j++) {
+  s->peers_readable = 0;
+  for (int j = 0; j < w && ok; j++) {
     if (j == s->rank) continue;
     uint64_t v = 0;
     int e = cma_copy(s->ctrl[j].pid, (uintptr_t)s->ctrl[j].cma_probe, (char*)&v, sizeof v);
     if (e != 0 || v != s->ctrl[j].cma_value) {
-      QCCL_INFO(LOG_SHM, "rank %d cannot read rank %d's memory (pid %d): %s; single copy off",
+      QCCL_INFO(LOG_SHM,
+                "rank %d cannot read rank %d's memory (pid %d): %s; single copy and "
+                "qcclMemAlloc direct reads off",
                 s->rank, j, s->ctrl[j].pid,
                 e ? strerror(e) : "wrong word (another pid namespace?)");
       ok = 0;
@@ -60,12 +65,14 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   all[2 * s->rank + 1] = min;
   qcclResult_t r = boot_allgather(boot, all, 2 * sizeof *all);
   if (r == qcclSuccess) {
-    int64_t agreed = min;
+    int64_t agreed = min, readable = 1;
     for (int j = 0; j < w; j++) {
+      if (!all[2 * j]) readable = 0;
       if (!all[2 * j] || all[2 * j + 1] == 0) agreed = 0;
       if (agreed > 0 && all[2 * j + 1] > agreed) agreed = all[2 * j + 1];
     }
     s->cma_min = (size_t)agreed;
+    s->peers_readable = (int)readable;
     QCCL_INFO(LOG_SHM, "rank %d: single-copy (CMA) %s, from %lld bytes per peer", s->rank,
               agreed > 0 ? "on" : "off", (long long)agreed);
   }

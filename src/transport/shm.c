@@ -168,6 +168,7 @@ fail:
 
 void shm_close(shm_t* s) {
   if (!s) return;
+  shm_reg_unmap(s);
   if (s->base) {
     s->ctrl[s->rank].alive = 0;
     munmap(s->base, s->bytes);

@@ -39,8 +39,22 @@ typedef struct {
   uint64_t cma_probe;  /* address of a word peers read once to test CMA */
   uint64_t cma_value;  /* the word's value */
   _Atomic int32_t cpu; /* the CPU this rank last waited on (shm_wait_*) */
-  char pad[2 * SHM_LINE - 44];
+  /* per chunk parity: the qcclMemAlloc region holding this rank's data of
+   * the chunk, which peers map and read directly (id 0: none; shm_map.c) */
+  struct {
+    uint64_t id, off;
+    int32_t fd, unused;
+  } reg[2];
+  char pad[2 * SHM_LINE - 96];
 } shm_ctrl_t;
+_Static_assert(sizeof(shm_ctrl_t) == 2 * SHM_LINE, "a control line is two cache lines");
+
+/* A peer's qcclMemAlloc region as mapped here (shm_map.c). */
+typedef struct {
+  uint64_t id; /* 0: nothing mapped */
+  char* base;
+  size_t size;
+} shm_peer_map_t;
 
 typedef struct {
   _Atomic uint64_t head; /* bytes written by the sender */
@@ -53,13 +67,15 @@ typedef struct shm {
   char* base;
   size_t bytes;
   int rank, nranks;
-  size_t chunk_bytes; /* bytes of one slot */
-  size_t chan_bytes;  /* ring bytes of one p2p channel (a power of two) */
-  uint64_t chunk_seq; /* next chunk number g */
-  double timeout;     /* seconds without progress before qcclTimeout */
-  uint32_t spin;      /* microseconds of polling before yielding */
-  size_t cma_min;     /* smallest per-peer block sent single copy, 0 = never */
-  uint64_t cma_word;  /* the word peers read to probe CMA (cma.c) */
+  size_t chunk_bytes;   /* bytes of one slot */
+  size_t chan_bytes;    /* ring bytes of one p2p channel (a power of two) */
+  uint64_t chunk_seq;   /* next chunk number g */
+  double timeout;       /* seconds without progress before qcclTimeout */
+  uint32_t spin;        /* microseconds of polling before yielding */
+  size_t cma_min;       /* smallest per-peer block sent single copy, 0 = never */
+  uint64_t cma_word;    /* the word peers read to probe CMA (cma.c) */
+  int peers_readable;   /* every local rank may read / map every other's memory */
+  shm_peer_map_t* maps; /* [nranks] peers' regions mapped here, or NULL */
   _Atomic int32_t* abort_rank;
   shm_ctrl_t* ctrl;
   char* slots;
@@ -73,6 +89,19 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
 
 /* Unmaps the segment. Local. */
 void shm_close(shm_t* s);
+
+/* Publishes, for chunk g, where peers may read len bytes at buf directly:
+ * the qcclMemAlloc region holding them, or none (they read the slot). Call
+ * after shm_chunk_begin(g) and before posting 3g+1. Returns 1 when
+ * published (the caller then need not stage the data). */
+int shm_reg_publish(shm_t* s, uint64_t g, const void* buf, size_t len);
+
+/* After peer posted 3g+1: its published buffer for chunk g, mapped here,
+ * or NULL when it published none. */
+qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, const char** out);
+
+/* Drops every peer mapping (shm_close). */
+void shm_reg_unmap(shm_t* s);
 
 /* Publishes this rank's step. */
 static inline void shm_post(shm_t* s, uint64_t step) {

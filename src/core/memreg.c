@@ -1,0 +1,96 @@
+/*
+ * memreg.c - qcclMemAlloc / qcclMemFree and the registry (see memreg.h).
+ * Each allocation is a memfd of the rounded-up size, mapped shared and
+ * read-write here; qcclMemFree unmaps and closes it (peers' mappings keep
+ * the pages alive until they drop them).
+ */
+#include "core/memreg.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/err.h"
+#include "qccl.h"
+
+static pthread_mutex_t memreg_mu = PTHREAD_MUTEX_INITIALIZER;
+static memreg_region_t* memreg_list;
+static size_t memreg_n, memreg_cap;
+static uint64_t memreg_next_id = 1;
+
+int memreg_find(const void* p, size_t len, memreg_region_t* out) {
+  const char* c = p;
+  int found = 0;
+  pthread_mutex_lock(&memreg_mu);
+  for (size_t i = 0; i < memreg_n && !found; i++) {
+    const memreg_region_t* r = &memreg_list[i];
+    if (c >= r->base && len <= r->size && (size_t)(c - r->base) <= r->size - len) {
+      *out = *r;
+      found = 1;
+    }
+  }
+  pthread_mutex_unlock(&memreg_mu);
+  return found;
+}
+
+qcclResult_t qcclMemAlloc(void** ptr, size_t size) {
+  err_clear();
+  if (ptr == NULL) return QCCL_ERR(qcclInvalidArgument, "ptr: NULL pointer");
+  if (size == 0) return QCCL_ERR(qcclInvalidArgument, "size: 0 bytes");
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  if (size > SIZE_MAX - page) return QCCL_ERR(qcclInvalidArgument, "size=%zu is too large", size);
+  size_t bytes = (size + page - 1) / page * page;
+  int fd = memfd_create("qccl-mem", MFD_CLOEXEC);
+  if (fd < 0) return QCCL_ERR(qcclSystemError, "memfd_create: %s", strerror(errno));
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    int e = errno;
+    close(fd);
+    return QCCL_ERR(qcclSystemError, "ftruncate of %zu bytes: %s", bytes, strerror(e));
+  }
+  void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(fd);
+    return QCCL_ERR(qcclSystemError, "mmap of %zu bytes: %s", bytes, strerror(e));
+  }
+  pthread_mutex_lock(&memreg_mu);
+  if (memreg_n == memreg_cap) {
+    size_t cap = memreg_cap ? 2 * memreg_cap : 16;
+    memreg_region_t* l = realloc(memreg_list, cap * sizeof *l);
+    if (l == NULL) {
+      pthread_mutex_unlock(&memreg_mu);
+      munmap(p, bytes);
+      close(fd);
+      return QCCL_ERR(qcclSystemError, "out of memory");
+    }
+    memreg_list = l;
+    memreg_cap = cap;
+  }
+  memreg_list[memreg_n++] = (memreg_region_t){p, bytes, fd, memreg_next_id++};
+  pthread_mutex_unlock(&memreg_mu);
+  *ptr = p;
+  return qcclSuccess;
+}
+
+qcclResult_t qcclMemFree(void* ptr) {
+  err_clear();
+  if (ptr == NULL) return qcclSuccess;
+  memreg_region_t r;
+  int found = 0;
+  pthread_mutex_lock(&memreg_mu);
+  for (size_t i = 0; i < memreg_n; i++)
+    if (memreg_list[i].base == ptr) {
+      r = memreg_list[i];
+      memreg_list[i] = memreg_list[--memreg_n];
+      found = 1;
+      break;
+    }
+  pthread_mutex_unlock(&memreg_mu);
+  if (!found) return QCCL_ERR(qcclInvalidArgument, "ptr=%p was not returned by qcclMemAlloc", ptr);
+  munmap(r.base, r.size);
+  close(r.fd);
+  return qcclSuccess;
+}

@@ -1,0 +1,147 @@
+/*
+ * mr_memalloc - qcclMemAlloc memory as collective buffers: the ranks of a
+ * host read a registered send buffer in place (src/transport/shm_map.c).
+ *
+ * Cases, every one checked against the inputs regenerated from the seed:
+ *   - AllGather and AlltoAll with the send buffer from qcclMemAlloc on some
+ *     ranks and from malloc on others (both patterns of registration per
+ *     rank parity, all registered, none), counts 0, 1, 1009 and 2^19+3
+ *     int32 (several chunks), out of place and (AllGather) in place;
+ *   - a buffer freed after a call and a new one allocated (its memfd may
+ *     reuse the number: peers must not read the old mapping);
+ *   - bad arguments: NULL ptr, size 0, a pointer qcclMemAlloc did not
+ *     return; qcclMemFree(NULL) succeeds.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mr_util.h"
+
+#define DT qcclInt32
+
+/* Memory from qcclMemAlloc (reg) or malloc. */
+static void* mem_get(mr_case_t* c, int reg, size_t bytes) {
+  void* p = NULL;
+  if (reg) {
+    MR_OK(c, qcclMemAlloc(&p, bytes ? bytes : 1));
+  } else {
+    p = malloc(bytes ? bytes : 1);
+    if (!p) mr_die(c->t, "out of memory");
+  }
+  return p;
+}
+
+static void mem_put(mr_case_t* c, int reg, void* p) {
+  if (reg)
+    MR_OK(c, qcclMemFree(p));
+  else
+    free(p);
+}
+
+/* pattern: 0 none, 1 even ranks, 2 odd ranks, 3 all */
+static int registered(int pattern, int rank) {
+  return pattern == 3 || (pattern == 1 && rank % 2 == 0) || (pattern == 2 && rank % 2 == 1);
+}
+
+static void case_allgather(mr_t* t, int pattern, size_t n, int inplace) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "allgather reg%d n=%zu %s", pattern, n,
+                     inplace ? "inplace" : "outofplace"))
+    return;
+  int W = t->nranks, me = t->rank, reg = registered(pattern, me);
+  size_t es = mr_dt_size(DT);
+  /* in place, the send buffer is inside recvbuff, so recvbuff is what
+   * is registered */
+  char* recv = mem_get(&c, reg && inplace, n * (size_t)W * es);
+  char* send = inplace ? recv + (size_t)me * n * es : mem_get(&c, reg, n * es);
+  mr_fill(DT, qcclSum, MR_GEN_RAW, c.cseed, me, W, send, 0, n);
+  MR_OK(&c, qcclAllGather(send, recv, n, DT, t->comm, NULL));
+  for (int j = 0; j < W; j++) mr_check_copy(&c, DT, recv, (size_t)j * n, n, j, 0, "recvbuff");
+  if (!inplace) mem_put(&c, reg, send);
+  mem_put(&c, reg && inplace, recv);
+  mr_case_end(&c);
+}
+
+static void case_alltoall(mr_t* t, int pattern, size_t n) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "alltoall reg%d n=%zu", pattern, n)) return;
+  int W = t->nranks, me = t->rank, reg = registered(pattern, me);
+  size_t es = mr_dt_size(DT), all = n * (size_t)W;
+  char* send = mem_get(&c, reg, all * es);
+  char* recv = mem_get(&c, 0, all * es);
+  mr_fill(DT, qcclSum, MR_GEN_RAW, c.cseed, me, W, send, 0, all);
+  MR_OK(&c, qcclAlltoAll(send, recv, n, DT, t->comm, NULL));
+  /* block j of recv is block `me` of rank j's send buffer */
+  for (int j = 0; j < W; j++)
+    mr_check_copy(&c, DT, recv, (size_t)j * n, n, j, (size_t)me * n, "recvbuff");
+  mem_put(&c, reg, send);
+  mem_put(&c, 0, recv);
+  mr_case_end(&c);
+}
+
+/* A registered buffer freed and replaced between two calls. */
+static void case_realloc(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "allgather realloc")) return;
+  int W = t->nranks, me = t->rank;
+  size_t n = 4099, es = mr_dt_size(DT);
+  char* recv = mem_get(&c, 0, n * (size_t)W * es);
+  for (int round = 0; round < 3; round++) {
+    char* send = mem_get(&c, 1, n * es);
+    mr_fill(DT, qcclSum, MR_GEN_RAW, c.cseed + (uint64_t)round, me, W, send, 0, n);
+    MR_OK(&c, qcclAllGather(send, recv, n, DT, t->comm, NULL));
+    mem_put(&c, 1, send);
+    mr_case_t rc = c;
+    rc.cseed = c.cseed + (uint64_t)round;
+    for (int j = 0; j < W; j++)
+      c.bad += (int)mr_check_copy(&rc, DT, recv, (size_t)j * n, n, j, 0, "recvbuff");
+  }
+  mem_put(&c, 0, recv);
+  mr_case_end(&c);
+}
+
+static void case_badargs(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "memalloc badargs")) return;
+  void* p = NULL;
+  int x = 0;
+  struct {
+    qcclResult_t got;
+    const char* what;
+    const char* needle;
+  } checks[] = {
+      {qcclMemAlloc(NULL, 64), "qcclMemAlloc(NULL, 64)", "ptr"},
+      {qcclMemAlloc(&p, 0), "qcclMemAlloc(&p, 0)", "size"},
+      {qcclMemFree(&x), "qcclMemFree(stack)", "qcclMemAlloc"},
+  };
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+    if (checks[i].got != qcclInvalidArgument)
+      mr_case_fail(&c, "%s returned %s, not qcclInvalidArgument", checks[i].what,
+                   qcclGetErrorString(checks[i].got));
+  }
+  /* the last message names what was wrong */
+  if (!strstr(qcclGetLastError(NULL), "qcclMemAlloc"))
+    mr_case_fail(&c, "qcclMemFree(stack): message '%s'", qcclGetLastError(NULL));
+  if (qcclMemFree(NULL) != qcclSuccess) mr_case_fail(&c, "qcclMemFree(NULL) failed");
+  MR_OK(&c, qcclMemAlloc(&p, 100));
+  memset(p, 0x5a, 100); /* writable, zeroed before */
+  MR_OK(&c, qcclMemFree(p));
+  if (qcclMemFree(p) != qcclInvalidArgument) mr_case_fail(&c, "double qcclMemFree accepted");
+  mr_case_end(&c);
+}
+
+int main(int argc, char** argv) {
+  mr_t t;
+  mr_init(&t, argc, argv);
+  const size_t counts[] = {0, 1, 1009, (1u << 19) + 3};
+  for (int pattern = 0; pattern < 4; pattern++)
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+      case_allgather(&t, pattern, counts[k], 0);
+      case_allgather(&t, pattern, counts[k], 1);
+      case_alltoall(&t, pattern, counts[k]);
+    }
+  case_realloc(&t);
+  case_badargs(&t);
+  return mr_finish(&t);
+}
