@@ -19,6 +19,8 @@
  *   C: allreduce reduce broadcast allgather reducescatter alltoall gather
  *      scatter sendrecv (a grouped ring shift) barrier
  *   V: default W / 2.
+ *   --memalloc: the buffers come from qcclMemAlloc, so AllGather and
+ *      AlltoAll read the victim's memory in place (shm_map.c);
  *   N: elements per rank-block (default 2^20 for kill-during, else 4099);
  *      larger blocks take the pipelined two-level algorithms across hosts.
  * The slack is QCCL_MR_FAULT_SLACK seconds (default 6), the abort bound 5 s
@@ -141,8 +143,17 @@ int main(int argc, char** argv) {
   size_t n = strcmp(mode, "kill-during") == 0 ? (size_t)1 << 20 : 4099;
   if (eopt) n = (size_t)strtoull(eopt, NULL, 10);
   coll_t c = {cname, n, NULL, NULL};
-  c.send = calloc(c.n * (size_t)W, sizeof(float));
-  c.recv = calloc(c.n * (size_t)W, sizeof(float));
+  int memalloc = mr_flag(&t, "--memalloc");
+  if (memalloc) {
+    void *sp = NULL, *rp = NULL;
+    if (qcclMemAlloc(&sp, c.n * (size_t)W * sizeof(float)) != qcclSuccess ||
+        qcclMemAlloc(&rp, c.n * (size_t)W * sizeof(float)) != qcclSuccess)
+      mr_die(&t, "qcclMemAlloc: %s", qcclGetLastError(NULL));
+    c.send = sp, c.recv = rp; /* zeroed; freed with the process */
+  } else {
+    c.send = calloc(c.n * (size_t)W, sizeof(float));
+    c.recv = calloc(c.n * (size_t)W, sizeof(float));
+  }
   if (!pids || !c.send || !c.recv) mr_die(&t, "out of memory");
   for (size_t i = 0; i < c.n * (size_t)W; i++) c.send[i] = (float)(me + 1);
   if (qcclAllGather(&mypid, pids, 1, qcclInt32, t.comm, NULL) != qcclSuccess ||
@@ -189,8 +200,7 @@ int main(int argc, char** argv) {
       printf("MRFAULT silent victim done\n");
       fflush(stdout);
       free(pids);
-      free(c.send);
-      free(c.recv);
+      if (!memalloc) free(c.send), free(c.recv);
       return 0;
     } else if (!strcmp(mode, "abort")) {
       sleep_s(0.5);
@@ -204,8 +214,7 @@ int main(int argc, char** argv) {
              pass ? "PASS" : "FAIL");
       fflush(stdout);
       free(pids);
-      free(c.send);
-      free(c.recv);
+      if (!memalloc) free(c.send), free(c.recv);
       return pass ? 0 : 1;
     }
     mr_die(&t, "unknown mode %s", mode);
@@ -261,7 +270,6 @@ int main(int argc, char** argv) {
       *why ? "FAIL: " : "PASS", why);
   fflush(stdout);
   free(pids);
-  free(c.send);
-  free(c.recv);
+  if (!memalloc) free(c.send), free(c.recv);
   return *why ? 1 : 0;
 }
