@@ -17,6 +17,7 @@
  * are written with streaming stores (no read-for-ownership). The two-level
  * AllReduce across hosts (hier_allreduce.c) uses the same phases.
  */
+#include "collectives/allreduce_chunk.h"
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
@@ -41,10 +42,8 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     coll_part(m, w, r, &lo, &hi);
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
-    char* slot = shm_slot(s, r, g);
     const char* src = in + off * es;
-    memcpy(slot, src, lo * es);
-    memcpy(slot + hi * es, src + hi * es, (m - hi) * es);
+    ar_chunk_stage(s, g, src, m, lo, hi, es);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) srcs[j] = (j == r ? src : shm_slot(s, j, g)) + lo * es;
@@ -54,12 +53,7 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     copy_out(out + (off + lo) * es, res, (hi - lo) * es, stream);
     shm_post(s, 3 * g + 2);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
-    for (int k = 1; k < w; k++) {
-      int j = (r + k) % w;
-      size_t jl, jh;
-      coll_part(m, w, j, &jl, &jh);
-      copy_out(out + (off + jl) * es, shm_result(s, j, g), (jh - jl) * es, stream);
-    }
+    ar_chunk_copy_results(s, g, out + off * es, m, es, stream);
     shm_post(s, 3 * g + 3);
   }
   return qcclSuccess;

@@ -167,20 +167,6 @@ qcclResult_t hier_reducescatter(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t hier_broadcast(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t hier_reduce(qcclComm_t comm, const coll_args_t* a);
 
-/* Index of rank among the ranks of its host (in rank order). */
-static inline int coll_local_index(qcclComm_t c, int rank) {
-  int l = 0;
-  for (int i = 0; i < rank; i++) l += c->node_of[i] == c->node_of[rank];
-  return l;
-}
-
-/* The rank with local index local on host node, or -1. */
-static inline int coll_rank_at(qcclComm_t c, int node, int local) {
-  for (int i = 0; i < c->nranks; i++)
-    if (c->node_of[i] == node && local-- == 0) return i;
-  return -1;
-}
-
 /* Records the failure of a call on comm: copies the thread's last error into
  * the communicator and, for failures that break it (timeout, remote, system,
  * internal), makes it sticky and tells the peers. Returns res. */

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "qccl_config.h"
 #include "topology/host.h"
+#include "topology/rankmap.h"
 #if QCCL_HAVE_UCX
 #include "transport/ucx.h"
 #endif
@@ -210,16 +211,7 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
   free(remote);
   if (r != qcclSuccess) return r;
   /* equal numbers of ranks per host: the rail of this local index */
-  int equal = 1;
-  for (int h = 1; h < c->nnodes && equal; h++) {
-    int a = 0, b = 0;
-    for (int i = 0; i < c->nranks; i++) {
-      a += c->node_of[i] == 0;
-      b += c->node_of[i] == h;
-    }
-    equal = a == b;
-  }
-  if (equal && c->node->nranks > 1) {
+  if (c->rankmap->equal && c->node->nranks > 1) {
     bootstrap_t* rb;
     QCCL_CHECK(boot_split(c->boot, c->node->rank, c->node_of[c->rank], &rb));
     QCCL_CHECK(comm_build(rb, c->timeout, config, &c->rail));

@@ -21,6 +21,7 @@
 #include "collectives/hier_pipe.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
+#include "topology/rankmap.h"
 
 typedef struct {
   qcclComm_t comm;
@@ -37,7 +38,7 @@ static void hier_ag_extent(const hier_ag_t* h, int k, size_t* off, size_t* m) {
 
 /* Segment k of rank (host n, local index l)'s block in recvbuff. */
 static char* hier_ag_at(const hier_ag_t* h, int n, int l, size_t off) {
-  return h->out + (size_t)coll_rank_at(h->comm, n, l) * h->bytes + off;
+  return h->out + (size_t)topo_rankmap_rank_at(h->comm->rankmap, n, l) * h->bytes + off;
 }
 
 /* Stage 1: the ring over the rail, on segment k. */

@@ -29,6 +29,7 @@
  */
 #include <stdlib.h>
 
+#include "collectives/allreduce_chunk.h"
 #include "collectives/coll.h"
 #include "collectives/hier_pipe.h"
 #include "collectives/reduce_kernels.h"
@@ -36,10 +37,9 @@
 #include "core/memcopy.h"
 
 /* Stage 1 on elements [begin, end) of the buffer (chunk-aligned): this
- * rank's parts of every chunk, reduced over the node, into share; *n is
- * their element count. */
+ * rank's parts of every chunk, reduced over the node, into share. */
 static qcclResult_t hier_node_reduce(qcclComm_t node, const coll_args_t* a, qcclRedOp_t op,
-                                     size_t begin, size_t end, char* share, size_t* n) {
+                                     size_t begin, size_t end, char* share) {
   int widen = reduce_work_type(a->datatype) != a->datatype;
   size_t wes = widen ? sizeof(float) : dtype_size(a->datatype);
   shm_t* s = node->shm;
@@ -53,10 +53,8 @@ static qcclResult_t hier_node_reduce(qcclComm_t node, const coll_args_t* a, qccl
     coll_part(m, w, r, &lo, &hi);
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
-    char* slot = shm_slot(s, r, g);
     const char* src = in + off * es;
-    memcpy(slot, src, lo * es);
-    memcpy(slot + hi * es, src + hi * es, (m - hi) * es);
+    ar_chunk_stage(s, g, src, m, lo, hi, es);
     coll_stats_shm(node, (m - (hi - lo)) * es);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
@@ -69,7 +67,6 @@ static qcclResult_t hier_node_reduce(qcclComm_t node, const coll_args_t* a, qccl
     /* nobody reads a result of this chunk: done with it */
     shm_post(s, 3 * g + 3);
   }
-  *n = pos;
   return qcclSuccess;
 }
 
@@ -102,12 +99,7 @@ static qcclResult_t hier_node_gather(qcclComm_t node, const coll_args_t* a, size
     pos += hi - lo;
     shm_post(s, 3 * g + 2);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
-    for (int k = 1; k < w; k++) {
-      int j = (r + k) % w;
-      size_t jl, jh;
-      coll_part(m, w, j, &jl, &jh);
-      copy_out(out + (off + jl) * es, shm_result(s, j, g), (jh - jl) * es, stream);
-    }
+    ar_chunk_copy_results(s, g, out + off * es, m, es, stream);
     shm_post(s, 3 * g + 3);
   }
   return qcclSuccess;
@@ -133,9 +125,8 @@ typedef struct {
 static qcclResult_t hier_ar_pre(void* arg, int k) {
   hier_ar_t* h = arg;
   hier_seg_t* sg = &h->segs[k];
-  size_t n = 0;
   return hier_node_reduce(h->comm->node, h->a, h->op, sg->begin, sg->end,
-                          h->share + sg->share_off * h->wes, &n);
+                          h->share + sg->share_off * h->wes);
 }
 
 /* Stage 2 on one segment's share, Avg's division included. */

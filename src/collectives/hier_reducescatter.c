@@ -28,6 +28,7 @@
 #include "collectives/hier_pipe.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
+#include "topology/rankmap.h"
 
 typedef struct {
   qcclComm_t comm;
@@ -69,7 +70,7 @@ static qcclResult_t hier_rs_node(void* arg, int k) {
       if (j == l) continue;
       for (size_t v = v0; v < v0 + c;) {
         size_t n = v / m, o = v % m, len = m - o < v0 + c - v ? m - o : v0 + c - v;
-        size_t owner = (size_t)coll_rank_at(h->comm, (int)n, j);
+        size_t owner = (size_t)topo_rankmap_rank_at(h->comm->rankmap, (int)n, j);
         memcpy(slot + ((size_t)j * c + (v - v0)) * es, in + (owner * h->a->count + off + o) * es,
                len * es);
         v += len;
@@ -83,7 +84,7 @@ static qcclResult_t hier_rs_node(void* arg, int k) {
      * next, so reduce it piece by piece */
     for (size_t v = v0; v < v0 + c;) {
       size_t n = v / m, o = v % m, len = m - o < v0 + c - v ? m - o : v0 + c - v;
-      size_t owner = (size_t)coll_rank_at(h->comm, (int)n, l);
+      size_t owner = (size_t)topo_rankmap_rank_at(h->comm->rankmap, (int)n, l);
       for (int j = 0; j < L; j++)
         srcs[j] = j == l ? in + (owner * h->a->count + off + o) * es
                          : shm_slot(s, j, g) + ((size_t)l * c + (v - v0)) * es;

@@ -16,9 +16,10 @@
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
+#include "topology/rankmap.h"
 
 qcclResult_t hier_broadcast(qcclComm_t comm, const coll_args_t* a) {
-  int lr = coll_local_index(comm, a->root);
+  int lr = comm->rankmap->local_rank[a->root];
   if (comm->node->rank == lr) {
     coll_args_t rail = *a;
     rail.root = comm->node_of[a->root]; /* the rail holds one rank per host, by host */
@@ -29,7 +30,7 @@ qcclResult_t hier_broadcast(qcclComm_t comm, const coll_args_t* a) {
 }
 
 qcclResult_t hier_reduce(qcclComm_t comm, const coll_args_t* a) {
-  int lr = coll_local_index(comm, a->root);
+  int lr = comm->rankmap->local_rank[a->root];
   qcclRedOp_t op = a->op == qcclAvg ? qcclSum : a->op;
   void* partial = NULL;
   QCCL_CHECK(comm_scratch(comm, 0, a->count * dtype_size(a->datatype), &partial));

@@ -25,17 +25,7 @@
 
 #include "qccl.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                             \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      failures++;                                                     \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-    }                                                                 \
-  } while (0)
+#include "expect.h"
 
 static const char* const vars[] = {"QCCL_TOPO_FILE", "HWLOC_XMLFILE", "QCCL_HOST_ID", "QCCL_BIND",
                                    "QCCL_TOPO_DUMP_FILE"};

@@ -16,17 +16,7 @@
 #include "topology/path.h"
 #include "topology/rankmap.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                             \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      failures++;                                                     \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-    }                                                                 \
-  } while (0)
+#include "expect.h"
 
 /* Checks the map of hosts host[0..n) (any labels) against the reference. */
 static void check_placement(const int* host, int n, const char* what) {

@@ -17,17 +17,7 @@
 #include "core/err.h"
 #include "topology/topo.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                             \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      failures++;                                                     \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-    }                                                                 \
-  } while (0)
+#include "expect.h"
 
 static topo_t* load(const char* dir, const char* name) {
   char path[1024];

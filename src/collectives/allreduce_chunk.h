@@ -1,0 +1,35 @@
+/*
+ * allreduce_chunk.h - the two data phases of a chunk of the shared-memory
+ * AllReduce (allreduce.c), which the two-level AllReduce (hier_allreduce.c)
+ * runs around its rail stage. Part j of a chunk of m elements is
+ * coll_part(m, W, j); local rank j reduces it.
+ */
+#ifndef QCCL_COLLECTIVES_ALLREDUCE_CHUNK_H_
+#define QCCL_COLLECTIVES_ALLREDUCE_CHUNK_H_
+
+#include "collectives/coll.h"
+#include "core/memcopy.h"
+
+/* Phase 1: stages the m elements at src into this rank's slot of chunk g,
+ * but its own part [lo, hi), which it reduces from src directly. */
+static inline void ar_chunk_stage(shm_t* s, uint64_t g, const char* src, size_t m, size_t lo,
+                                  size_t hi, size_t es) {
+  char* slot = shm_slot(s, s->rank, g);
+  memcpy(slot, src, lo * es);
+  memcpy(slot + hi * es, src + hi * es, (m - hi) * es);
+}
+
+/* Phase 3: copies the other ranks' reduced parts of chunk g from their
+ * result areas to out (the chunk's place in recvbuff). */
+static inline void ar_chunk_copy_results(shm_t* s, uint64_t g, char* out, size_t m, size_t es,
+                                         int stream) {
+  int w = s->nranks, r = s->rank;
+  for (int k = 1; k < w; k++) {
+    int j = (r + k) % w;
+    size_t jl, jh;
+    coll_part(m, w, j, &jl, &jh);
+    copy_out(out + jl * es, shm_result(s, j, g), (jh - jl) * es, stream);
+  }
+}
+
+#endif /* QCCL_COLLECTIVES_ALLREDUCE_CHUNK_H_ */
