@@ -3,8 +3,10 @@
  * scalar C definition, byte for byte: quantize (f32, f16, bf16 sources),
  * dequantize (f32, f16, bf16), dequantize-accumulate and the fused
  * reduce-requantize with a residual, for all formats (int8/int4, sym/asym,
- * nearest/stochastic, rotation, B = 32, 256, 4096) and sizes 1, B - 1,
- * B + 1, primes and ~1e6, on data with special blocks. Exits 77 (skip) when
+ * nearest/stochastic, rotation, B = 32, 64, 128, 256, 4096) and sizes 1,
+ * B - 1, B + 1, primes and ~1e6, on data with special blocks, on aligned
+ * device buffers and on buffers shifted off 16-byte alignment (the kernels'
+ * element-wise path). Exits 77 (skip) when
  * there is no usable GPU (no driver: cudaGetDeviceCount fails, error 35).
  */
 #include "../quant/qtest.h"
@@ -28,9 +30,22 @@ static size_t tsize(qcclDataType_t t) {
   return t == qcclFloat32 ? 4 : 2;
 }
 
-static void* dev_copy(const void* h, size_t bytes) {
+/* Device buffers of a case: allocated with room for a shift of off bytes
+ * (0, or 4 to leave 16-byte alignment), used at base + off. */
+static size_t off;
+
+static void* dev_alloc(size_t bytes) {
   void* d = NULL;
-  CU(quant_cuda_malloc(&d, bytes ? bytes : 16));
+  CU(quant_cuda_malloc(&d, bytes + off + 16));
+  return (char*)d + off;
+}
+
+static void dev_free(void* d) {
+  quant_cuda_free((char*)d - off);
+}
+
+static void* dev_copy(const void* h, size_t bytes) {
+  void* d = dev_alloc(bytes);
   if (bytes) CU(quant_cuda_memcpy(d, h, bytes, 0));
   return d;
 }
@@ -46,9 +61,10 @@ static void compare(const quant_params_t* p, const char* what, const void* ref, 
   checked++;
   if (d >= 0)
     QT_FAIL(
-        "cuda %s: int%d %s B=%d %s%s n=%zu type=%d: first differing byte %ld (0x%02x vs 0x%02x)",
+        "cuda %s: int%d %s B=%d %s%s n=%zu type=%d shift=%zu: first differing byte %ld (0x%02x vs "
+        "0x%02x)",
         what, p->bits, p->asym ? "asym" : "sym", p->block, p->stochastic ? "stochastic" : "nearest",
-        p->rotate ? " rotated" : "", n, (int)t, d, ((const unsigned char*)ref)[d],
+        p->rotate ? " rotated" : "", n, (int)t, off, d, ((const unsigned char*)ref)[d],
         ((const unsigned char*)got)[d]);
 }
 
@@ -71,8 +87,7 @@ static void one_case(const quant_params_t* p, qcclDataType_t t, size_t n, int sh
   unsigned char* got = (unsigned char*)qt_malloc(cb);
   quant_quantize(QUANT_ISA_SCALAR, p, src, t, n, ref);
   void* dsrc = dev_copy(src, n * es);
-  void* dchunk = NULL;
-  CU(quant_cuda_malloc(&dchunk, cb));
+  void* dchunk = dev_alloc(cb);
   CU(quant_cuda_memset(dchunk, 0xa5, cb));
   CU(quant_cuda_quantize(p, dsrc, t, n, dchunk, NULL));
   host_get(got, dchunk, cb);
@@ -82,8 +97,7 @@ static void one_case(const quant_params_t* p, qcclDataType_t t, size_t n, int sh
   CU(quant_cuda_memcpy(dchunk, ref, cb, 0));
   unsigned char* hr = (unsigned char*)qt_malloc(n * 4 + 4);
   unsigned char* hg = (unsigned char*)qt_malloc(n * 4 + 4);
-  void* dout = NULL;
-  CU(quant_cuda_malloc(&dout, n * 4 + 4));
+  void* dout = dev_alloc(n * 4 + 4);
   const qcclDataType_t outs[3] = {qcclFloat32, qcclFloat16, qcclBfloat16};
   for (int k = 0; k < 3; k++) {
     quant_dequantize(QUANT_ISA_SCALAR, p, ref, n, outs[k], hr);
@@ -122,8 +136,7 @@ static void one_case(const quant_params_t* p, qcclDataType_t t, size_t n, int sh
   float* res1 = (float*)qt_malloc(ne * 4);
   for (size_t i = 0; i < ne; i++) res[i] = (float)(qt_gauss(&rng) * 0.01);
   void* dres = dev_copy(res, ne * 4);
-  void* dob = NULL;
-  CU(quant_cuda_malloc(&dob, ob));
+  void* dob = dev_alloc(ob);
   quant_reduce_requant(QUANT_ISA_SCALAR, p, hsrcs, 3, n, &q, res, o0);
   CU(quant_cuda_reduce_requant(p, dsrcs, 3, n, &q, (float*)dres, dob, NULL));
   host_get(o1, dob, ob);
@@ -133,13 +146,13 @@ static void one_case(const quant_params_t* p, qcclDataType_t t, size_t n, int sh
 
   for (int k = 0; k < 3; k++) {
     free(chunks[k]);
-    quant_cuda_free((void*)dsrcs[k]);
+    dev_free((void*)dsrcs[k]);
   }
-  quant_cuda_free(dres);
-  quant_cuda_free(dob);
-  quant_cuda_free(dsrc);
-  quant_cuda_free(dchunk);
-  quant_cuda_free(dout);
+  dev_free(dres);
+  dev_free(dob);
+  dev_free(dsrc);
+  dev_free(dchunk);
+  dev_free(dout);
   free(o0);
   free(o1);
   free(res);
@@ -164,10 +177,10 @@ int main(void) {
   quant_cuda_device_name(name, sizeof name);
   printf("gpu_quant: device %s\n", name);
   rng.s = qt_seed("gpu_quant");
-  const int blocks[3] = {32, 256, 4096};
+  const int blocks[5] = {32, 64, 128, 256, 4096};
   const qcclDataType_t types[3] = {qcclFloat32, qcclFloat16, qcclBfloat16};
   for (int f = 0; f < 16; f++) {
-    for (int bi = 0; bi < 3; bi++) {
+    for (int bi = 0; bi < 5; bi++) {
       quant_params_t p;
       memset(&p, 0, sizeof p);
       p.bits = f & 1 ? 4 : 8;
@@ -177,13 +190,18 @@ int main(void) {
       p.block = blocks[bi];
       p.seed = qt_next(&rng);
       p.rank = (uint32_t)(qt_next(&rng) % 64);
-      p.index0 = bi == 2 ? 0xfffffff0ull - 100 : qt_next(&rng) >> 24;
+      p.index0 = bi == 4 ? 0xfffffff0ull - 100 : qt_next(&rng) >> 24;
       const size_t B = (size_t)p.block;
       const size_t sizes[] = {1, B - 1, B + 1, 97, 4099, 3 * B + 7};
       for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
-        for (int ti = 0; ti < 3; ti++)
+        for (int ti = 0; ti < 3; ti++) {
+          off = 0;
           one_case(&p, types[ti], sizes[si], (int)((si + (size_t)ti + (size_t)f) % QT_NSHAPES));
-      if (bi == 1) one_case(&p, qcclFloat32, 1000003, f % QT_NSHAPES);
+          off = 4;
+          one_case(&p, types[ti], sizes[si], (int)((si + (size_t)ti + (size_t)f + 1) % QT_NSHAPES));
+        }
+      off = 0;
+      if (bi == 3) one_case(&p, qcclFloat32, 1000003, f % QT_NSHAPES);
     }
   }
   printf("gpu_quant: %d comparisons\n", checked);
