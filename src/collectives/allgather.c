@@ -53,10 +53,10 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
-    if (shm_reg_publish(s, g, in + off, m))
+    if (shm_reg_publish(s, g, SHM_REG_IN, in + off, m))
       direct = 1;
     else
-      memcpy(shm_slot(s, r, g), in + off, m);
+      copy_out(shm_slot(s, r, g), in + off, m, stream); /* streaming: shm.h */
     coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);
     /* read each peer's piece as soon as that peer has staged it */
@@ -64,7 +64,7 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
       int j = (r + k) % w;
       const char* src;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      QCCL_CHECK(shm_reg_peer(s, j, g, &src));
+      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &src));
       if (src == NULL)
         copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m, stream);
       else if (off == 0) /* read in place: the whole block at once */

@@ -10,6 +10,16 @@
  *      result area (reduce once, by one rank) and copies it to recvbuff;
  *   3. every rank copies the other L-1 reduced parts to recvbuff (copy out
  *      once).
+ * Buffers from qcclMemAlloc are published instead (shm_map.c), each by its
+ * owner for itself: a published sendbuff is not staged, its reducers read
+ * their parts from it in place in phase 2; from a published recvbuff the
+ * peers copy the reduced part in phase 3, not from the result area. Each
+ * byte then goes from memory to memory once per phase, never through
+ * another core's cache: on a VM whose two vCPUs may sit on cores without
+ * a shared cache (the cache-to-cache handoff measured 2-3 GB/s there
+ * against 10-11 GB/s on a shared one, docs/PERF.md) this keeps large
+ * calls at memory speed. Published buffers are read by peers until all
+ * ranks finish, so the call ends with a wait on all.
  * Per rank and per byte: (L-1)/L written into the segment, the reduction
  * reads 1/L from each rank, one byte read out. Each part's final value is
  * computed once and copied, so results are bitwise identical on all ranks.
@@ -35,26 +45,50 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
   char* out = a->recvbuff;
   int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
   size_t per_chunk = s->chunk_bytes / es;
+  size_t total = a->count * es;
   const void* srcs[w];
+  const char* peer_out[w];
+  int published = 0;
+  uint64_t g = 0;
   for (size_t off = 0; off < a->count; off += per_chunk) {
     size_t m = a->count - off < per_chunk ? a->count - off : per_chunk;
     size_t lo, hi;
     coll_part(m, w, r, &lo, &hi);
-    uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     const char* src = in + off * es;
-    ar_chunk_stage(s, g, src, m, lo, hi, es);
+    int in_pub = shm_reg_publish(s, g, SHM_REG_IN, in, total);
+    int out_pub = shm_reg_publish(s, g, SHM_REG_OUT, out, total);
+    published |= in_pub | out_pub;
+    if (!in_pub) ar_chunk_stage(s, g, src, m, lo, hi, es, stream);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
-    for (int j = 0; j < w; j++) srcs[j] = (j == r ? src : shm_slot(s, j, g)) + lo * es;
+    for (int j = 0; j < w; j++) {
+      const char* p = NULL;
+      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &p));
+      srcs[j] = j == r      ? src + lo * es
+                : p != NULL ? p + (off + lo) * es
+                            : shm_slot(s, j, g) + lo * es;
+      peer_out[j] = NULL;
+      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_OUT, &peer_out[j]));
+    }
     char* res = shm_result(s, r, g);
-    reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
     coll_stats_shm(comm, m * es); /* its slot but its part, and its result */
-    copy_out(out + (off + lo) * es, res, (hi - lo) * es, stream);
+    if (stream) {
+      /* reduce in cache, then streaming writes to recvbuff and, for the
+       * peers, to the result area (shm.h) */
+      reduce_kernel(s->scratch, srcs, w, hi - lo, a->datatype, a->op, w);
+      copy_stream(out + (off + lo) * es, s->scratch, (hi - lo) * es);
+      if (!out_pub) copy_stream(res, s->scratch, (hi - lo) * es); /* else read from out */
+    } else {
+      reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
+      memcpy(out + (off + lo) * es, res, (hi - lo) * es);
+    }
     shm_post(s, 3 * g + 2);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
-    ar_chunk_copy_results(s, g, out + off * es, m, es, stream);
+    ar_chunk_copy_results(s, g, out + off * es, m, es, stream, peer_out, off * es);
     shm_post(s, 3 * g + 3);
   }
+  /* published buffers are read in place: they must outlive every reader */
+  if (published) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
   return qcclSuccess;
 }

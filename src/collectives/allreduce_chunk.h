@@ -11,24 +11,30 @@
 #include "core/memcopy.h"
 
 /* Phase 1: stages the m elements at src into this rank's slot of chunk g,
- * but its own part [lo, hi), which it reduces from src directly. */
+ * but its own part [lo, hi), which it reduces from src directly; with
+ * streaming stores in large calls (shm.h). */
 static inline void ar_chunk_stage(shm_t* s, uint64_t g, const char* src, size_t m, size_t lo,
-                                  size_t hi, size_t es) {
+                                  size_t hi, size_t es, int stream) {
   char* slot = shm_slot(s, s->rank, g);
-  memcpy(slot, src, lo * es);
-  memcpy(slot + hi * es, src + hi * es, (m - hi) * es);
+  copy_out(slot, src, lo * es, stream);
+  copy_out(slot + hi * es, src + hi * es, (m - hi) * es, stream);
 }
 
-/* Phase 3: copies the other ranks' reduced parts of chunk g from their
- * result areas to out (the chunk's place in recvbuff). */
+/* Phase 3: copies the other ranks' reduced parts of chunk g to out (the
+ * chunk's place in recvbuff): from their result areas, or, where peer_out
+ * is given and peer_out[j] is not NULL, from the same place of rank j's
+ * recvbuff (qcclMemAlloc memory it published; the chunk starts `at` bytes
+ * into it). */
 static inline void ar_chunk_copy_results(shm_t* s, uint64_t g, char* out, size_t m, size_t es,
-                                         int stream) {
+                                         int stream, const char* const* peer_out, size_t at) {
   int w = s->nranks, r = s->rank;
   for (int k = 1; k < w; k++) {
     int j = (r + k) % w;
     size_t jl, jh;
     coll_part(m, w, j, &jl, &jh);
-    copy_out(out + jl * es, shm_result(s, j, g), (jh - jl) * es, stream);
+    const char* src =
+        peer_out != NULL && peer_out[j] != NULL ? peer_out[j] + at + jl * es : shm_result(s, j, g);
+    copy_out(out + jl * es, src, (jh - jl) * es, stream);
   }
 }
 

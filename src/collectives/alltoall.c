@@ -55,11 +55,11 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
     QCCL_CHECK(shm_chunk_begin(s, &g));
     char* slot = shm_slot(s, r, g);
     /* qcclMemAlloc memory: the peers read their pieces where they are */
-    if (shm_reg_publish(s, g, in, bytes * (size_t)w)) {
+    if (shm_reg_publish(s, g, SHM_REG_IN, in, bytes * (size_t)w)) {
       direct = 1;
     } else {
       for (int j = 0; j < w; j++)
-        if (j != r) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + off, m);
+        if (j != r) copy_out(slot + (size_t)j * m, in + (size_t)j * bytes + off, m, stream);
     }
     coll_stats_shm(comm, (size_t)(w - 1) * m);
     shm_post(s, 3 * g + 1);
@@ -67,7 +67,7 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
       int j = (r + k) % w;
       const char* src;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      QCCL_CHECK(shm_reg_peer(s, j, g, &src));
+      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &src));
       if (src == NULL)
         copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m, stream);
       else if (off == 0) /* read in place: the whole piece at once */

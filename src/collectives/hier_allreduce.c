@@ -54,7 +54,7 @@ static qcclResult_t hier_node_reduce(qcclComm_t node, const coll_args_t* a, qccl
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     const char* src = in + off * es;
-    ar_chunk_stage(s, g, src, m, lo, hi, es);
+    ar_chunk_stage(s, g, src, m, lo, hi, es, a->count * es >= COPY_STREAM_MIN_TOTAL);
     coll_stats_shm(node, (m - (hi - lo)) * es);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
@@ -99,7 +99,7 @@ static qcclResult_t hier_node_gather(qcclComm_t node, const coll_args_t* a, size
     pos += hi - lo;
     shm_post(s, 3 * g + 2);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
-    ar_chunk_copy_results(s, g, out + off * es, m, es, stream);
+    ar_chunk_copy_results(s, g, out + off * es, m, es, stream, NULL, 0);
     shm_post(s, 3 * g + 3);
   }
   return qcclSuccess;

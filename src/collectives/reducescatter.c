@@ -3,12 +3,19 @@
  *
  * Block j of sendbuff (recvcount elements) is reduced over all ranks into
  * rank j's recvbuff. Chunks hold W pieces of m elements, piece j from
- * block j: every rank stages its W pieces in its slot, then rank r reduces
- * piece r over the W slots, in rank order, straight into its recvbuff. Per
- * rank and per byte of sendbuff: one write into the segment and one read
- * during the reduction, with no final copy: the least a shared-memory
+ * block j: every rank stages the W-1 pieces that others reduce in its slot
+ * (its own piece stays in sendbuff), then rank r reduces piece r over the W
+ * ranks, in rank order, straight from the slots and its own sendbuff. Per
+ * rank and per byte of sendbuff: (W-1)/W written into the segment (which
+ * stays in cache) and read back once, 1/W written out: memory sees each
+ * input byte read once and each output byte written once, the least a
  * reduce-scatter can move. Large outputs are reduced into the (cached)
  * result area and written out with streaming stores.
+ *
+ * With a sendbuff from qcclMemAlloc the staging goes too: every rank
+ * publishes its sendbuff and the reducer of piece r reads it from each
+ * peer's memory in place (shm_map.c), so each byte is copied once, by the
+ * reduction; such a sendbuff is read until every rank has finished.
  */
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
@@ -29,17 +36,33 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
   size_t per_piece = s->chunk_bytes / es / (size_t)w;
   if (per_piece == 0) per_piece = 1; /* chunk_bytes >= 4096 and W small: never hit */
   const void* srcs[w];
+  const char* peer_in[w]; /* peers' sendbuffs where they are readable in place */
+  int direct = 0;
+  uint64_t g = 0;
   for (size_t off = 0; off < a->count; off += per_piece) {
     size_t m = a->count - off < per_piece ? a->count - off : per_piece;
-    uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     char* slot = shm_slot(s, r, g);
-    for (int j = 0; j < w; j++)
-      memcpy(slot + (size_t)j * m * es, in + ((size_t)j * a->count + off) * es, m * es);
+    if (shm_reg_publish(s, g, SHM_REG_IN, in, a->count * (size_t)w * es)) {
+      direct = 1;
+    } else {
+      for (int j = 0; j < w; j++)
+        if (j != r)
+          copy_out(slot + (size_t)j * m * es, in + ((size_t)j * a->count + off) * es, m * es,
+                   stream);
+    }
     coll_stats_shm(comm, (size_t)(w - 1) * m * es);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
-    for (int j = 0; j < w; j++) srcs[j] = shm_slot(s, j, g) + (size_t)r * m * es;
+    for (int j = 0; j < w; j++) {
+      size_t at = ((size_t)r * a->count + off) * es; /* piece r in block r of sendbuff */
+      if (j == r) {
+        srcs[j] = in + at;
+        continue;
+      }
+      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &peer_in[j]));
+      srcs[j] = peer_in[j] != NULL ? peer_in[j] + at : shm_slot(s, j, g) + (size_t)r * m * es;
+    }
     if (stream) {
       /* reduce in cache, then one streaming write to memory */
       char* res = shm_result(s, r, g);
@@ -50,5 +73,7 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
     }
     shm_post(s, 3 * g + 3);
   }
+  /* sendbuff is read in place: it must outlive every reader */
+  if (direct) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
   return qcclSuccess;
 }

@@ -121,6 +121,11 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   s->bytes = shm_layout(s);
+  s->scratch = aligned_alloc(SHM_LINE, s->chunk_bytes);
+  if (s->scratch == NULL) {
+    r = QCCL_ERR(qcclSystemError, "out of memory");
+    goto fail;
+  }
 
   char* mine = names + (size_t)rank * SHM_NAME_BYTES;
   if (rank == 0) {
@@ -161,6 +166,7 @@ fail_unlink:
   if (rank == 0) shm_unlink(names);
 fail:
   if (s->base) munmap(s->base, s->bytes);
+  free(s->scratch);
   free(s);
   free(names);
   return r;
@@ -173,6 +179,7 @@ void shm_close(shm_t* s) {
     s->ctrl[s->rank].alive = 0;
     munmap(s->base, s->bytes);
   }
+  free(s->scratch);
   free(s);
 }
 

@@ -11,6 +11,14 @@
  * buffering), and one ring channel per ordered pair of ranks for
  * point-to-point messages.
  *
+ * Data one rank writes into the segment for another to read goes with
+ * non-temporal stores (copy_stream) in large calls, so that the reader
+ * finds it in memory rather than dirty in the writer's cache: on a VM
+ * whose vCPUs may sit on cores without a shared cache, reading another
+ * core's dirty lines ran at 2-3 GB/s, against 10-11 GB/s when the cores
+ * share one and ~20 GB/s from memory (docs/PERF.md). Small calls stay in
+ * cache, where a handoff is fastest.
+ *
  * Synchronisation is by step counters: every collective is a sequence of
  * chunks numbered g = 0, 1, 2, ... over the life of the communicator (the
  * same on every rank, since every rank runs the same collectives), and a
@@ -39,22 +47,30 @@ typedef struct {
   uint64_t cma_probe;  /* address of a word peers read once to test CMA */
   uint64_t cma_value;  /* the word's value */
   _Atomic int32_t cpu; /* the CPU this rank last waited on (shm_wait_*) */
-  /* per chunk parity: the qcclMemAlloc region holding this rank's data of
-   * the chunk, which peers map and read directly (id 0: none; shm_map.c) */
+  int32_t unused;
+  /* per chunk parity, for the chunk's input (SHM_REG_IN) and output
+   * (SHM_REG_OUT): the qcclMemAlloc region holding this rank's buffer,
+   * which peers map and read directly (id 0: none; shm_map.c) */
   struct {
     uint64_t id, off;
     int32_t fd, unused;
-  } reg[2];
-  char pad[2 * SHM_LINE - 96];
+  } reg[2][2];
+  char pad[3 * SHM_LINE - 144];
 } shm_ctrl_t;
-_Static_assert(sizeof(shm_ctrl_t) == 2 * SHM_LINE, "a control line is two cache lines");
+_Static_assert(sizeof(shm_ctrl_t) == 3 * SHM_LINE, "a control line is three cache lines");
+
+enum { SHM_REG_IN = 0, SHM_REG_OUT = 1 };
 
 /* A peer's qcclMemAlloc region as mapped here (shm_map.c). */
 typedef struct {
   uint64_t id; /* 0: nothing mapped */
   char* base;
   size_t size;
+  uint64_t used; /* when last looked up (for replacement) */
 } shm_peer_map_t;
+
+/* Regions of one peer kept mapped at once (a call reads at most two). */
+#define SHM_PEER_MAPS 4
 
 typedef struct {
   _Atomic uint64_t head; /* bytes written by the sender */
@@ -75,12 +91,14 @@ typedef struct shm {
   size_t cma_min;       /* smallest per-peer block sent single copy, 0 = never */
   uint64_t cma_word;    /* the word peers read to probe CMA (cma.c) */
   int peers_readable;   /* every local rank may read / map every other's memory */
-  shm_peer_map_t* maps; /* [nranks] peers' regions mapped here, or NULL */
+  shm_peer_map_t* maps; /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
+  uint64_t map_clock;   /* lookups so far (shm_peer_map_t.used) */
   _Atomic int32_t* abort_rank;
   shm_ctrl_t* ctrl;
   char* slots;
   char* results;
   char* chans;
+  char* scratch; /* chunk_bytes of private memory (allreduce.c) */
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;
@@ -91,14 +109,15 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
 void shm_close(shm_t* s);
 
 /* Publishes, for chunk g, where peers may read len bytes at buf directly:
- * the qcclMemAlloc region holding them, or none (they read the slot). Call
- * after shm_chunk_begin(g) and before posting 3g+1. Returns 1 when
- * published (the caller then need not stage the data). */
-int shm_reg_publish(shm_t* s, uint64_t g, const void* buf, size_t len);
+ * the qcclMemAlloc region holding them, or none (they read the slot or the
+ * result area). which: SHM_REG_IN or SHM_REG_OUT, two buffers a chunk may
+ * publish. Call after shm_chunk_begin(g) and before posting 3g+1. Returns
+ * 1 when published (the caller then need not stage the data). */
+int shm_reg_publish(shm_t* s, uint64_t g, int which, const void* buf, size_t len);
 
-/* After peer posted 3g+1: its published buffer for chunk g, mapped here,
- * or NULL when it published none. */
-qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, const char** out);
+/* After peer posted 3g+1: its published buffer `which` for chunk g, mapped
+ * here, or NULL when it published none. */
+qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char** out);
 
 /* Drops every peer mapping (shm_close). */
 void shm_reg_unmap(shm_t* s);

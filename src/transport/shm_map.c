@@ -23,31 +23,44 @@
 #include "core/memreg.h"
 #include "transport/shm.h"
 
-int shm_reg_publish(shm_t* s, uint64_t g, const void* buf, size_t len) {
+int shm_reg_publish(shm_t* s, uint64_t g, int which, const void* buf, size_t len) {
   memreg_region_t r;
   int ok = s->peers_readable && len > 0 && memreg_find(buf, len, &r);
   shm_ctrl_t* c = &s->ctrl[s->rank];
-  c->reg[g & 1].id = ok ? r.id : 0;
-  c->reg[g & 1].fd = ok ? r.fd : -1;
-  c->reg[g & 1].off = ok ? (uint64_t)((const char*)buf - r.base) : 0;
+  c->reg[g & 1][which].id = ok ? r.id : 0;
+  c->reg[g & 1][which].fd = ok ? r.fd : -1;
+  c->reg[g & 1][which].off = ok ? (uint64_t)((const char*)buf - r.base) : 0;
   return ok;
 }
 
-qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, const char** out) {
+/* The map of region id of peer: the one mapped, or the least recently used
+ * entry of the peer (unmapped, id 0) to map it into. */
+static shm_peer_map_t* shm_map_entry(shm_t* s, int peer, uint64_t id) {
+  shm_peer_map_t* e = &s->maps[(size_t)peer * SHM_PEER_MAPS];
+  shm_peer_map_t* victim = e;
+  for (int k = 0; k < SHM_PEER_MAPS; k++) {
+    if (e[k].id == id) return &e[k];
+    if (e[k].used < victim->used) victim = &e[k];
+  }
+  if (victim->id != 0) munmap(victim->base, victim->size);
+  victim->id = 0;
+  return victim;
+}
+
+qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char** out) {
   const shm_ctrl_t* c = &s->ctrl[peer];
-  uint64_t id = c->reg[g & 1].id;
+  uint64_t id = c->reg[g & 1][which].id;
   *out = NULL;
   if (id == 0) return qcclSuccess;
   if (s->maps == NULL) {
-    s->maps = calloc((size_t)s->nranks, sizeof *s->maps);
+    s->maps = calloc((size_t)s->nranks * SHM_PEER_MAPS, sizeof *s->maps);
     if (s->maps == NULL) return QCCL_ERR(qcclSystemError, "out of memory");
   }
-  shm_peer_map_t* m = &s->maps[peer];
+  shm_peer_map_t* m = shm_map_entry(s, peer, id);
+  m->used = ++s->map_clock;
   if (m->id != id) {
-    if (m->id != 0) munmap(m->base, m->size);
-    m->id = 0;
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", c->pid, c->reg[g & 1].fd);
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", c->pid, c->reg[g & 1][which].fd);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -64,19 +77,20 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, const char** out) {
     if (p == MAP_FAILED)
       return QCCL_ERR(qcclSystemError, "rank %d cannot map rank %d's qcclMemAlloc memory: %s",
                       s->rank, peer, strerror(e));
-    *m = (shm_peer_map_t){id, p, (size_t)st.st_size};
+    *m = (shm_peer_map_t){id, p, (size_t)st.st_size, s->map_clock};
   }
-  if (c->reg[g & 1].off >= m->size)
+  uint64_t off = c->reg[g & 1][which].off;
+  if (off >= m->size)
     return QCCL_ERR(qcclInternalError, "rank %d published offset %llu past its region (%zu bytes)",
-                    peer, (unsigned long long)c->reg[g & 1].off, m->size);
-  *out = m->base + c->reg[g & 1].off;
+                    peer, (unsigned long long)off, m->size);
+  *out = m->base + off;
   return qcclSuccess;
 }
 
 void shm_reg_unmap(shm_t* s) {
   if (s->maps == NULL) return;
-  for (int j = 0; j < s->nranks; j++)
-    if (s->maps[j].id != 0) munmap(s->maps[j].base, s->maps[j].size);
+  for (size_t k = 0; k < (size_t)s->nranks * SHM_PEER_MAPS; k++)
+    if (s->maps[k].id != 0) munmap(s->maps[k].base, s->maps[k].size);
   free(s->maps);
   s->maps = NULL;
 }

@@ -7,6 +7,11 @@
  *     ranks and from malloc on others (both patterns of registration per
  *     rank parity, all registered, none), counts 0, 1, 1009 and 2^19+3
  *     int32 (several chunks), out of place and (AllGather) in place;
+ *   - AllReduce and ReduceScatter (int32 sum, exact) with send and receive
+ *     buffers registered independently by rank parity (peers read a
+ *     registered sendbuff in place and, for AllReduce, copy reduced parts
+ *     from a registered recvbuff), the same counts and 2^21+5 (8 MiB: the
+ *     large-call path with streaming handoffs), in place and out of place;
  *   - a buffer freed after a call and a new one allocated (its memfd may
  *     reuse the number: peers must not read the old mapping);
  *   - bad arguments: NULL ptr, size 0, a pointer qcclMemAlloc did not
@@ -80,6 +85,49 @@ static void case_alltoall(mr_t* t, int pattern, size_t n) {
   mr_case_end(&c);
 }
 
+/* AllReduce; sreg / rreg: registration patterns of sendbuff / recvbuff
+ * (in place, recvbuff's). */
+static void case_allreduce(mr_t* t, int sreg, int rreg, size_t n, int inplace) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "allreduce sreg%d rreg%d n=%zu %s", sreg, rreg, n,
+                     inplace ? "inplace" : "outofplace"))
+    return;
+  int W = t->nranks, me = t->rank;
+  int rs = registered(rreg, me), ss = inplace ? rs : registered(sreg, me);
+  size_t es = mr_dt_size(DT);
+  char* recv = mem_get(&c, rs, n * es);
+  char* send = inplace ? recv : mem_get(&c, ss, n * es);
+  mr_fill(DT, qcclSum, MR_GEN_REDUCE, c.cseed, me, W, send, 0, n);
+  MR_OK(&c, qcclAllReduce(send, recv, n, DT, qcclSum, t->comm, NULL));
+  for (size_t k = 0; k < n; k++)
+    if (!mr_check_elem(&c, DT, qcclSum, MR_GEN_REDUCE, k, mr_load(DT, recv, k), k)) break;
+  if (!inplace) mem_put(&c, ss, send);
+  mem_put(&c, rs, recv);
+  mr_case_end(&c);
+}
+
+/* ReduceScatter of n elements per rank; patterns as case_allreduce. */
+static void case_reducescatter(mr_t* t, int sreg, int rreg, size_t n, int inplace) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "reducescatter sreg%d rreg%d n=%zu %s", sreg, rreg, n,
+                     inplace ? "inplace" : "outofplace"))
+    return;
+  int W = t->nranks, me = t->rank;
+  int ss = registered(sreg, me), rs = inplace ? ss : registered(rreg, me);
+  size_t es = mr_dt_size(DT), all = n * (size_t)W;
+  char* send = mem_get(&c, ss, all * es);
+  /* in place, recvbuff is block `me` of sendbuff */
+  char* recv = inplace ? send + (size_t)me * n * es : mem_get(&c, rs, n * es);
+  mr_fill(DT, qcclSum, MR_GEN_REDUCE, c.cseed, me, W, send, 0, all);
+  MR_OK(&c, qcclReduceScatter(send, recv, n, DT, qcclSum, t->comm, NULL));
+  for (size_t k = 0; k < n; k++)
+    if (!mr_check_elem(&c, DT, qcclSum, MR_GEN_REDUCE, (size_t)me * n + k, mr_load(DT, recv, k), k))
+      break;
+  if (!inplace) mem_put(&c, rs, recv);
+  mem_put(&c, ss, send);
+  mr_case_end(&c);
+}
+
 /* A registered buffer freed and replaced between two calls. */
 static void case_realloc(mr_t* t) {
   mr_case_t c;
@@ -141,6 +189,19 @@ int main(int argc, char** argv) {
       case_allgather(&t, pattern, counts[k], 1);
       case_alltoall(&t, pattern, counts[k]);
     }
+  const size_t rcounts[] = {0, 1, 1009, (1u << 19) + 3, (1u << 21) + 5};
+  for (int sreg = 0; sreg < 4; sreg++)
+    for (int rreg = 0; rreg < 4; rreg++)
+      for (size_t k = 0; k < sizeof rcounts / sizeof rcounts[0]; k++) {
+        /* the large count with the extreme patterns only: it is slow under ASan */
+        if (k == 4 && !((sreg == 0 || sreg == 3) && (rreg == 0 || rreg == 3))) continue;
+        case_allreduce(&t, sreg, rreg, rcounts[k], 0);
+        case_reducescatter(&t, sreg, rreg, rcounts[k], 0);
+        if (sreg == rreg) {
+          case_allreduce(&t, sreg, rreg, rcounts[k], 1);
+          case_reducescatter(&t, sreg, rreg, rcounts[k], 1);
+        }
+      }
   case_realloc(&t);
   case_badargs(&t);
   return mr_finish(&t);
