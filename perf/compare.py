@@ -92,7 +92,7 @@ def run(cmd, logpath, timeout, env=None):
 def build_tools(a, outdir):
     """qccl-perf and qccl-copybw from the meson build; mpi-perf with mpicc."""
     tools = {}
-    for name in ("qccl-perf", "qccl-copybw"):
+    for name in ("qccl-perf", "qccl-copybw", "qccl-handoff"):
         path = os.path.join(a.build, "perf", name)
         if not os.path.exists(path):
             subprocess.run(["ninja", "-C", a.build], check=True)
@@ -165,6 +165,24 @@ def copybw(tools, threads, a, outdir, tag):
         return {r["size"]: r["gbps_aggr"] for r in json.load(f)["rows"]}
 
 
+def handoff(tools, outdir, tag, timeout):
+    """qccl-handoff just before a run: how fast a core reads what another just
+    wrote (this VM's vCPUs switch between cores with and without a shared
+    cache; docs/PERF.md, "Two modes of one machine"). Its JSON stays in the
+    run's folder as handoff-TAG.json."""
+    jpath = os.path.join(outdir, f"handoff-{tag}.json")
+    run([tools["qccl-handoff"], "-J", jpath], os.path.join(outdir, f"handoff-{tag}.log"), timeout)
+
+
+def load_handoff(outdir, tag):
+    try:
+        with open(os.path.join(outdir, f"handoff-{tag}.json")) as f:
+            d = json.load(f)
+            return d["rtt_ns"], d["handoff_gbps"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def parse_size(s):
     mul = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(s[:-1]) * mul[s[-1].upper()] if s[-1].upper() in mul else int(s)
@@ -206,7 +224,13 @@ def markdown(res, bounds, a, meta, latency):
                f"collective's minimal memory traffic would take exactly the copy time measured "
                f"in the same run (qccl-copybw: min(ranks, CPUs) threads, memcpy or non-temporal copy "
                f"whichever is faster, measured before every collective, the best of those "
-               f"measurements per size).\n")
+               f"measurements per size). *handoff*: measured just before each library's run "
+               f"(qccl-handoff): the round trip of a cache line between the two CPUs, and how "
+               f"fast one core read 512 KiB the other had just written. This VM's two vCPUs move "
+               f"between host cores that share a cache (round trip ~60-75 ns, read ~40 GB/s) "
+               f"and cores that do not (~330-340 ns, ~17-20 GB/s), and every shared-memory "
+               f"handoff slows with it; a ratio between runs in different modes compares the "
+               f"machine, not the libraries.\n")
     for n in a.ranks:
         out.append(f"\n### {n} ranks\n")
         out.append(f"![busbw vs size, {n} ranks](img/perf-compare-{n}ranks.png)\n")
@@ -227,6 +251,12 @@ def markdown(res, bounds, a, meta, latency):
                 cells += [ratio(vals.get("qccl"), vals[lib]) for lib in libs if lib != "qccl"]
                 cells += [ratio(vals.get("qccl"), bound)]
                 out.append("| " + " | ".join(cells) + " |")
+            ho = [(lib, res.get(("handoff", lib, n, coll))) for lib in libs]
+            if any(v is not None for _, v in ho):
+                out.append("\nhandoff before each run (round trip ns / read GB/s): " +
+                           ", ".join(f"{LIB_NAMES[lib]} " +
+                                     ("–" if v is None else f"{v[0]:.0f} / {v[1]:.1f}")
+                                     for lib, v in ho) + "\n")
             notes = [f"{LIB_NAMES[lib]}: {res[('note', lib, n, coll)]}" for lib in libs
                      if ("note", lib, n, coll) in res]
             if notes:
@@ -439,6 +469,8 @@ def main():
                 tag = f"{lib}-{coll}-{n}"
                 jpath = os.path.join(outdir, tag + ".json")
                 cmd = lib_cmd(lib, tools, coll, n, flags, jpath, a)
+                handoff(tools, outdir, tag, a.timeout)
+                res[("handoff", lib, n, coll)] = load_handoff(outdir, tag)
                 rc, secs = run(cmd, os.path.join(outdir, tag + ".log"), a.timeout)
                 log(f"compare: {tag}: rc {rc}, {secs:.0f} s")
                 rows = load_rows(jpath)
@@ -496,6 +528,7 @@ def replot(a):
         for coll in a.colls:
             for lib in a.libs:
                 res[(lib, n, coll)] = load_rows(os.path.join(a.replot, f"{lib}-{coll}-{n}.json"))
+                res[("handoff", lib, n, coll)] = load_handoff(a.replot, f"{lib}-{coll}-{n}")
     for k, v in state["notes"].items():
         lib, n, coll = k.split("|")
         res[("note", lib, int(n), coll)] = v

@@ -1,0 +1,181 @@
+/*
+ * handoff.c - how fast one core reads what another core just wrote: the
+ * cost of every handoff through a shared segment, and the one figure that
+ * tells the two modes of a VM apart whose vCPUs are moved between host
+ * cores that do or do not share a cache (docs/PERF.md, "Two modes of one
+ * machine").
+ *
+ *   qccl-handoff [-a CPU] [-b CPU] [-s SIZE] [-n ROUNDS] [-J FILE]
+ *
+ * Two threads, pinned to CPUs a and b (default 0 and 1). Round trip: they
+ * bounce a counter in one cache line 20000 times, five times; the median
+ * batch gives ns per round trip. Handoff: for each of ROUNDS rounds thread
+ * a fills a SIZE buffer (default 512 KiB: one chunk's worth, in cache) and
+ * raises a flag, and thread b copies it into a buffer of its own; the
+ * median copy time gives the handoff rate in GB/s (bytes read per second).
+ * Exits 77 with fewer than two CPUs or when pinning fails.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HO_TRIPS 20000
+#define HO_BATCHES 5
+
+typedef struct {
+  int cpu_a, cpu_b, rounds;
+  size_t size;
+  _Alignas(64) _Atomic uint64_t ball;
+  _Alignas(64) _Atomic uint64_t flag;
+  char* buf;
+  double* copy_s; /* [rounds], thread b */
+  _Atomic int pin_failed;
+} handoff_t;
+
+static double ho_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int ho_cmp(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static int ho_pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/* Thread b: returns the ball, then copies every filled buffer. */
+static void* ho_thread_b(void* arg) {
+  handoff_t* h = arg;
+  if (ho_pin(h->cpu_b) != 0) h->pin_failed = 1;
+  for (uint64_t i = 0; i < (uint64_t)HO_TRIPS * HO_BATCHES; i++) {
+    while (atomic_load_explicit(&h->ball, memory_order_acquire) != 2 * i + 1) {
+      if (h->pin_failed) return NULL;
+    }
+    atomic_store_explicit(&h->ball, 2 * i + 2, memory_order_release);
+  }
+  char* mine = aligned_alloc(4096, (h->size + 4095) / 4096 * 4096);
+  if (mine == NULL) abort();
+  memset(mine, 0, h->size);
+  for (int r = 0; r < h->rounds; r++) {
+    while (atomic_load_explicit(&h->flag, memory_order_acquire) != 2 * (uint64_t)r + 1) {
+    }
+    double t0 = ho_now();
+    memcpy(mine, h->buf, h->size);
+    __asm__ __volatile__("" : : "r"(mine) : "memory");
+    h->copy_s[r] = ho_now() - t0;
+    atomic_store_explicit(&h->flag, 2 * (uint64_t)r + 2, memory_order_release);
+  }
+  free(mine);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  static handoff_t h;
+  h.cpu_a = 0, h.cpu_b = 1, h.rounds = 64, h.size = 512 << 10;
+  const char* json = NULL;
+  int opt;
+  while ((opt = getopt(argc, argv, "a:b:s:n:J:h")) != -1) {
+    switch (opt) {
+      case 'a':
+        h.cpu_a = atoi(optarg);
+        break;
+      case 'b':
+        h.cpu_b = atoi(optarg);
+        break;
+      case 's':
+        h.size = (size_t)strtoull(optarg, NULL, 0);
+        break;
+      case 'n':
+        h.rounds = atoi(optarg);
+        break;
+      case 'J':
+        json = optarg;
+        break;
+      default:
+        fprintf(stderr, "usage: %s [-a CPU] [-b CPU] [-s BYTES] [-n ROUNDS] [-J FILE]\n", argv[0]);
+        return 2;
+    }
+  }
+  if (h.rounds < 1 || h.size < 64 || h.cpu_a < 0 || h.cpu_b < 0 || h.cpu_a == h.cpu_b) {
+    fprintf(stderr, "qccl-handoff: need ROUNDS >= 1, BYTES >= 64 and two different CPUs\n");
+    return 2;
+  }
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+    printf("qccl-handoff: one CPU, nothing to hand off (skipped)\n");
+    return 77;
+  }
+  h.buf = aligned_alloc(4096, (h.size + 4095) / 4096 * 4096);
+  h.copy_s = calloc((size_t)h.rounds, sizeof(double));
+  if (h.buf == NULL || h.copy_s == NULL) {
+    fprintf(stderr, "qccl-handoff: out of memory\n");
+    return 1;
+  }
+  memset(h.buf, 1, h.size);
+  pthread_t tb;
+  if (pthread_create(&tb, NULL, ho_thread_b, &h) != 0) {
+    fprintf(stderr, "qccl-handoff: cannot start a thread\n");
+    return 1;
+  }
+  if (ho_pin(h.cpu_a) != 0) h.pin_failed = 1;
+  double batch[HO_BATCHES];
+  for (int k = 0; k < HO_BATCHES && !h.pin_failed; k++) {
+    double t0 = ho_now();
+    for (uint64_t i = (uint64_t)k * HO_TRIPS; i < (uint64_t)(k + 1) * HO_TRIPS; i++) {
+      atomic_store_explicit(&h.ball, 2 * i + 1, memory_order_release);
+      while (atomic_load_explicit(&h.ball, memory_order_acquire) != 2 * i + 2) {
+        if (h.pin_failed) break;
+      }
+    }
+    batch[k] = (ho_now() - t0) / HO_TRIPS;
+  }
+  if (h.pin_failed) {
+    pthread_join(tb, NULL);
+    printf("qccl-handoff: cannot pin threads to CPUs %d and %d (skipped)\n", h.cpu_a, h.cpu_b);
+    return 77;
+  }
+  for (int r = 0; r < h.rounds; r++) {
+    memset(h.buf, r & 0xff, h.size); /* dirty in this core's cache */
+    atomic_store_explicit(&h.flag, 2 * (uint64_t)r + 1, memory_order_release);
+    while (atomic_load_explicit(&h.flag, memory_order_acquire) != 2 * (uint64_t)r + 2) {
+    }
+  }
+  pthread_join(tb, NULL);
+  qsort(batch, HO_BATCHES, sizeof(double), ho_cmp);
+  qsort(h.copy_s, (size_t)h.rounds, sizeof(double), ho_cmp);
+  double rtt_ns = batch[HO_BATCHES / 2] * 1e9;
+  double gbps = (double)h.size / h.copy_s[h.rounds / 2] / 1e9;
+  printf("# qccl-handoff: CPUs %d -> %d, %zu bytes, median of %d rounds\n", h.cpu_a, h.cpu_b,
+         h.size, h.rounds);
+  printf("round trip %.0f ns, handoff %.2f GB/s\n", rtt_ns, gbps);
+  if (json) {
+    FILE* f = fopen(json, "w");
+    if (f == NULL) {
+      perror(json);
+      return 1;
+    }
+    fprintf(f,
+            "{\"tool\": \"qccl-handoff\", \"cpu_a\": %d, \"cpu_b\": %d, \"bytes\": %zu, "
+            "\"rtt_ns\": %.1f, \"handoff_gbps\": %.3f}\n",
+            h.cpu_a, h.cpu_b, h.size, rtt_ns, gbps);
+    fclose(f);
+  }
+  free(h.buf);
+  free(h.copy_s);
+  return 0;
+}
