@@ -56,7 +56,7 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
     if (shm_reg_publish(s, g, SHM_REG_IN, in + off, m))
       direct = 1;
     else
-      copy_out(shm_slot(s, r, g), in + off, m, stream); /* streaming: shm.h */
+      copy_out(shm_slot(s, r, g), in + off, m, shm_handoff_nt(s, bytes * (size_t)w)); /* shm.h */
     coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);
     /* read each peer's piece as soon as that peer has staged it */

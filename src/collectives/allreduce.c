@@ -44,6 +44,7 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
+  int nt = shm_handoff_nt(s, a->count * es);
   size_t per_chunk = s->chunk_bytes / es;
   size_t total = a->count * es;
   const void* srcs[w];
@@ -59,7 +60,7 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     int in_pub = shm_reg_publish(s, g, SHM_REG_IN, in, total);
     int out_pub = shm_reg_publish(s, g, SHM_REG_OUT, out, total);
     published |= in_pub | out_pub;
-    if (!in_pub) ar_chunk_stage(s, g, src, m, lo, hi, es, stream);
+    if (!in_pub) ar_chunk_stage(s, g, src, m, lo, hi, es, nt);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) {
@@ -73,12 +74,12 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     }
     char* res = shm_result(s, r, g);
     coll_stats_shm(comm, m * es); /* its slot but its part, and its result */
-    if (stream) {
-      /* reduce in cache, then streaming writes to recvbuff and, for the
-       * peers, to the result area (shm.h) */
+    if (stream || nt) {
+      /* reduce in cache, then write recvbuff and, for the peers, the result
+       * area (unless they read recvbuff), streaming where shm.h says */
       reduce_kernel(s->scratch, srcs, w, hi - lo, a->datatype, a->op, w);
-      copy_stream(out + (off + lo) * es, s->scratch, (hi - lo) * es);
-      if (!out_pub) copy_stream(res, s->scratch, (hi - lo) * es); /* else read from out */
+      copy_out(out + (off + lo) * es, s->scratch, (hi - lo) * es, stream || (nt && out_pub));
+      if (!out_pub) copy_out(res, s->scratch, (hi - lo) * es, nt);
     } else {
       reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
       memcpy(out + (off + lo) * es, res, (hi - lo) * es);

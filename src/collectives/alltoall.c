@@ -59,7 +59,9 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
       direct = 1;
     } else {
       for (int j = 0; j < w; j++)
-        if (j != r) copy_out(slot + (size_t)j * m, in + (size_t)j * bytes + off, m, stream);
+        if (j != r)
+          copy_out(slot + (size_t)j * m, in + (size_t)j * bytes + off, m,
+                   shm_handoff_nt(s, bytes * (size_t)w));
     }
     coll_stats_shm(comm, (size_t)(w - 1) * m);
     shm_post(s, 3 * g + 1);

@@ -54,7 +54,7 @@ static qcclResult_t hier_node_reduce(qcclComm_t node, const coll_args_t* a, qccl
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     const char* src = in + off * es;
-    ar_chunk_stage(s, g, src, m, lo, hi, es, a->count * es >= COPY_STREAM_MIN_TOTAL);
+    ar_chunk_stage(s, g, src, m, lo, hi, es, shm_handoff_nt(s, a->count * es));
     coll_stats_shm(node, (m - (hi - lo)) * es);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));

@@ -49,7 +49,7 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
       for (int j = 0; j < w; j++)
         if (j != r)
           copy_out(slot + (size_t)j * m * es, in + ((size_t)j * a->count + off) * es, m * es,
-                   stream);
+                   shm_handoff_nt(s, a->count * (size_t)w * es));
     }
     coll_stats_shm(comm, (size_t)(w - 1) * m * es);
     shm_post(s, 3 * g + 1);

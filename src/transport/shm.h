@@ -89,6 +89,7 @@ typedef struct shm {
   double timeout;       /* seconds without progress before qcclTimeout */
   uint32_t spin;        /* microseconds of polling before yielding */
   size_t cma_min;       /* smallest per-peer block sent single copy, 0 = never */
+  size_t handoff_nt;    /* calls of at least this many bytes hand off through memory */
   uint64_t cma_word;    /* the word peers read to probe CMA (cma.c) */
   int peers_readable;   /* every local rank may read / map every other's memory */
   shm_peer_map_t* maps; /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
@@ -121,6 +122,12 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char*
 
 /* Drops every peer mapping (shm_close). */
 void shm_reg_unmap(shm_t* s);
+
+/* Whether a call that moves `bytes` (its buffer size) hands data to the
+ * peers with streaming stores (QCCL_SHM_HANDOFF_NT_BYTES). */
+static inline int shm_handoff_nt(const shm_t* s, size_t bytes) {
+  return bytes >= s->handoff_nt;
+}
 
 /* Publishes this rank's step. */
 static inline void shm_post(shm_t* s, uint64_t step) {
