@@ -298,6 +298,14 @@ def compact(res, bounds, a, latency):
             for lib in libs:
                 if ("note", lib, n, coll) in res:
                     out.append(f"{'':16} ({LIB_NAMES[lib]}: {res[('note', lib, n, coll)]})")
+        ho = {lib: [v[0] for k, v in res.items()
+                    if len(k) == 4 and k[:3] == ("handoff", lib, n) and v] for lib in libs}
+        if any(ho.values()):
+            out.append("# cache-line round trip between the CPUs before each run (ns; ~60-90: "
+                       "they share a cache, ~330: they do not, and shared-memory handoffs "
+                       "slow 2.5-3x): " +
+                       ", ".join(f"{LIB_NAMES[lib]} {min(v):.0f}-{max(v):.0f}"
+                                 for lib, v in ho.items() if v))
         if any(k[1] == n for k in latency):
             out.append(f"# allreduce {human(a.latency_size)} median latency (us): " +
                        ", ".join(f"{LIB_NAMES[lib]} {fmt(latency.get((lib, n)), 1)}"

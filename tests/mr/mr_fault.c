@@ -19,8 +19,9 @@
  *   C: allreduce reduce broadcast allgather reducescatter alltoall gather
  *      scatter sendrecv (a grouped ring shift) barrier
  *   V: default W / 2.
- *   --memalloc: the buffers come from qcclMemAlloc, so AllGather and
- *      AlltoAll read the victim's memory in place (shm_map.c);
+ *   --memalloc: the buffers come from qcclMemAlloc, so AllGather,
+ *      AlltoAll, ReduceScatter and AllReduce read the victim's memory in
+ *      place (shm_map.c);
  *   N: elements per rank-block (default 2^20 for kill-during, else 4099);
  *      larger blocks take the pipelined two-level algorithms across hosts.
  * The slack is QCCL_MR_FAULT_SLACK seconds (default 6), the abort bound 5 s
