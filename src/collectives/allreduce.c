@@ -17,14 +17,16 @@
  * byte then goes from memory to memory once per phase, never through
  * another core's cache: on a VM whose two vCPUs may sit on cores without
  * a shared cache (the cache-to-cache handoff measured 2-3 GB/s there
- * against 10-11 GB/s on a shared one, docs/PERF.md) this keeps large
- * calls at memory speed. Published buffers are read by peers until all
+ * against 6-14 GB/s on a shared one, docs/PERF.md) this keeps large calls
+ * at memory speed. Published buffers are read by peers until all
  * ranks finish, so the call ends with a wait on all.
  * Per rank and per byte: (L-1)/L written into the segment, the reduction
  * reads 1/L from each rank, one byte read out. Each part's final value is
  * computed once and copied, so results are bitwise identical on all ranks.
- * Chunks are small enough that the segment stays in cache; large outputs
- * are written with streaming stores (no read-for-ownership). The two-level
+ * Chunks are small enough that the segment stays in cache; large calls
+ * write the staged chunks, the result areas and recvbuff with streaming
+ * stores instead (no read-for-ownership, and readers fetch from memory
+ * rather than from another core's cache: shm.h). The two-level
  * AllReduce across hosts (hier_allreduce.c) uses the same phases.
  */
 #include "collectives/allreduce_chunk.h"

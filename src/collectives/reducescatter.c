@@ -6,11 +6,13 @@
  * block j: every rank stages the W-1 pieces that others reduce in its slot
  * (its own piece stays in sendbuff), then rank r reduces piece r over the W
  * ranks, in rank order, straight from the slots and its own sendbuff. Per
- * rank and per byte of sendbuff: (W-1)/W written into the segment (which
- * stays in cache) and read back once, 1/W written out: memory sees each
- * input byte read once and each output byte written once, the least a
- * reduce-scatter can move. Large outputs are reduced into the (cached)
- * result area and written out with streaming stores.
+ * rank and per byte of sendbuff: (W-1)/W written into the segment and read
+ * back once, 1/W written out. Small calls keep the segment in cache, so
+ * memory sees each input byte read once and each output byte written once,
+ * the least a reduce-scatter can move; large ones stage with streaming
+ * stores, so the reducer reads from memory, not from another core's cache
+ * (shm.h), and reduce into the (cached) result area, written out with
+ * streaming stores.
  *
  * With a sendbuff from qcclMemAlloc the staging goes too: every rank
  * publishes its sendbuff and the reducer of piece r reads it from each

@@ -14,10 +14,10 @@
  * Data one rank writes into the segment for another to read goes with
  * non-temporal stores (copy_stream) in large calls, so that the reader
  * finds it in memory rather than dirty in the writer's cache: on a VM
- * whose vCPUs may sit on cores without a shared cache, reading another
- * core's dirty lines ran at 2-3 GB/s, against 10-11 GB/s when the cores
- * share one and ~20 GB/s from memory (docs/PERF.md). Small calls stay in
- * cache, where a handoff is fastest.
+ * whose vCPUs may sit on cores without a shared cache, a write-then-read
+ * handoff of 512 KiB ran at 2-3 GB/s through the caches, against 6-14 GB/s
+ * when the cores share one, and at 6-7.5 GB/s through memory in both cases
+ * (docs/PERF.md). Small calls stay in cache, where a handoff is fastest.
  *
  * Synchronisation is by step counters: every collective is a sequence of
  * chunks numbered g = 0, 1, 2, ... over the life of the communicator (the
