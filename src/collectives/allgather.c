@@ -47,15 +47,15 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   if (w > 1 && cma_use(s, bytes)) return allgather_cma(comm, in, out, bytes, stream);
   if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
   if (w == 1) return qcclSuccess;
-  int direct = 0;
+  /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
+  shm_reg_t reg;
+  int direct = shm_reg_find(s, in, bytes, &reg);
   uint64_t g = 0;
   for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
     QCCL_CHECK(shm_chunk_begin(s, &g));
-    /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
-    if (shm_reg_publish(s, g, SHM_REG_IN, in + off, m))
-      direct = 1;
-    else
+    shm_reg_publish(s, g, SHM_REG_IN, &reg);
+    if (!direct)
       copy_out(shm_slot(s, r, g), in + off, m, shm_handoff_nt(s, bytes * (size_t)w)); /* shm.h */
     coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);

@@ -48,10 +48,13 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
   int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
   int nt = shm_handoff_nt(s, a->count * es);
   size_t per_chunk = s->chunk_bytes / es;
-  size_t total = a->count * es;
+  shm_reg_t in_reg, out_reg;
+  int in_pub = shm_reg_find(s, in, a->count * es, &in_reg);
+  int out_pub = shm_reg_find(s, out, a->count * es, &out_reg);
+  char* scratch = NULL; /* large calls reduce here first */
+  if (stream || nt) QCCL_CHECK(shm_scratch(s, &scratch));
   const void* srcs[w];
   const char* peer_out[w];
-  int published = 0;
   uint64_t g = 0;
   for (size_t off = 0; off < a->count; off += per_chunk) {
     size_t m = a->count - off < per_chunk ? a->count - off : per_chunk;
@@ -59,9 +62,8 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     coll_part(m, w, r, &lo, &hi);
     QCCL_CHECK(shm_chunk_begin(s, &g));
     const char* src = in + off * es;
-    int in_pub = shm_reg_publish(s, g, SHM_REG_IN, in, total);
-    int out_pub = shm_reg_publish(s, g, SHM_REG_OUT, out, total);
-    published |= in_pub | out_pub;
+    shm_reg_publish(s, g, SHM_REG_IN, &in_reg);
+    shm_reg_publish(s, g, SHM_REG_OUT, &out_reg);
     if (!in_pub) ar_chunk_stage(s, g, src, m, lo, hi, es, nt);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
@@ -76,12 +78,12 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     }
     char* res = shm_result(s, r, g);
     coll_stats_shm(comm, m * es); /* its slot but its part, and its result */
-    if (stream || nt) {
+    if (scratch != NULL) {
       /* reduce in cache, then write recvbuff and, for the peers, the result
        * area (unless they read recvbuff), streaming where shm.h says */
-      reduce_kernel(s->scratch, srcs, w, hi - lo, a->datatype, a->op, w);
-      copy_out(out + (off + lo) * es, s->scratch, (hi - lo) * es, stream || (nt && out_pub));
-      if (!out_pub) copy_out(res, s->scratch, (hi - lo) * es, nt);
+      reduce_kernel(scratch, srcs, w, hi - lo, a->datatype, a->op, w);
+      copy_out(out + (off + lo) * es, scratch, (hi - lo) * es, stream || (nt && out_pub));
+      if (!out_pub) copy_out(res, scratch, (hi - lo) * es, nt);
     } else {
       reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
       memcpy(out + (off + lo) * es, res, (hi - lo) * es);
@@ -92,6 +94,6 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     shm_post(s, 3 * g + 3);
   }
   /* published buffers are read in place: they must outlive every reader */
-  if (published) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
+  if (in_pub || out_pub) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
   return qcclSuccess;
 }

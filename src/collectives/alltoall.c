@@ -48,16 +48,16 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
   if (w == 1) return qcclSuccess;
   size_t piece = s->chunk_bytes / (size_t)w;
-  int direct = 0;
+  /* qcclMemAlloc memory: the peers read their pieces where they are */
+  shm_reg_t reg;
+  int direct = shm_reg_find(s, in, bytes * (size_t)w, &reg);
   uint64_t g = 0;
   for (size_t off = 0; off < bytes; off += piece) {
     size_t m = bytes - off < piece ? bytes - off : piece;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     char* slot = shm_slot(s, r, g);
-    /* qcclMemAlloc memory: the peers read their pieces where they are */
-    if (shm_reg_publish(s, g, SHM_REG_IN, in, bytes * (size_t)w)) {
-      direct = 1;
-    } else {
+    shm_reg_publish(s, g, SHM_REG_IN, &reg);
+    if (!direct) {
       for (int j = 0; j < w; j++)
         if (j != r)
           copy_out(slot + (size_t)j * m, in + (size_t)j * bytes + off, m,

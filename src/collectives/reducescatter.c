@@ -38,16 +38,15 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
   size_t per_piece = s->chunk_bytes / es / (size_t)w;
   if (per_piece == 0) per_piece = 1; /* chunk_bytes >= 4096 and W small: never hit */
   const void* srcs[w];
-  const char* peer_in[w]; /* peers' sendbuffs where they are readable in place */
-  int direct = 0;
+  shm_reg_t reg;
+  int direct = shm_reg_find(s, in, a->count * (size_t)w * es, &reg);
   uint64_t g = 0;
   for (size_t off = 0; off < a->count; off += per_piece) {
     size_t m = a->count - off < per_piece ? a->count - off : per_piece;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     char* slot = shm_slot(s, r, g);
-    if (shm_reg_publish(s, g, SHM_REG_IN, in, a->count * (size_t)w * es)) {
-      direct = 1;
-    } else {
+    shm_reg_publish(s, g, SHM_REG_IN, &reg);
+    if (!direct) {
       for (int j = 0; j < w; j++)
         if (j != r)
           copy_out(slot + (size_t)j * m * es, in + ((size_t)j * a->count + off) * es, m * es,
@@ -62,8 +61,9 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
         srcs[j] = in + at;
         continue;
       }
-      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &peer_in[j]));
-      srcs[j] = peer_in[j] != NULL ? peer_in[j] + at : shm_slot(s, j, g) + (size_t)r * m * es;
+      const char* p; /* the peer's sendbuff, where readable in place */
+      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &p));
+      srcs[j] = p != NULL ? p + at : shm_slot(s, j, g) + (size_t)r * m * es;
     }
     if (stream) {
       /* reduce in cache, then one streaming write to memory */

@@ -124,11 +124,6 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;
   s->bytes = shm_layout(s);
-  s->scratch = aligned_alloc(SHM_LINE, s->chunk_bytes);
-  if (s->scratch == NULL) {
-    r = QCCL_ERR(qcclSystemError, "out of memory");
-    goto fail;
-  }
 
   char* mine = names + (size_t)rank * SHM_NAME_BYTES;
   if (rank == 0) {
@@ -169,10 +164,17 @@ fail_unlink:
   if (rank == 0) shm_unlink(names);
 fail:
   if (s->base) munmap(s->base, s->bytes);
-  free(s->scratch);
   free(s);
   free(names);
   return r;
+}
+
+qcclResult_t shm_scratch(shm_t* s, char** out) {
+  if (s->scratch == NULL) s->scratch = aligned_alloc(SHM_LINE, s->chunk_bytes);
+  if (s->scratch == NULL)
+    return QCCL_ERR(qcclSystemError, "out of memory (%zu bytes of scratch)", s->chunk_bytes);
+  *out = s->scratch;
+  return qcclSuccess;
 }
 
 void shm_close(shm_t* s) {

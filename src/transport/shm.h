@@ -99,7 +99,7 @@ typedef struct shm {
   char* slots;
   char* results;
   char* chans;
-  char* scratch; /* chunk_bytes of private memory (allreduce.c) */
+  char* scratch; /* chunk_bytes of private memory, or NULL until asked for */
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;
@@ -109,12 +109,23 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
 /* Unmaps the segment. Local. */
 void shm_close(shm_t* s);
 
-/* Publishes, for chunk g, where peers may read len bytes at buf directly:
- * the qcclMemAlloc region holding them, or none (they read the slot or the
- * result area). which: SHM_REG_IN or SHM_REG_OUT, two buffers a chunk may
- * publish. Call after shm_chunk_begin(g) and before posting 3g+1. Returns
- * 1 when published (the caller then need not stage the data). */
-int shm_reg_publish(shm_t* s, uint64_t g, int which, const void* buf, size_t len);
+/* Where peers may read a buffer of this rank directly: its qcclMemAlloc
+ * region and the buffer's offset in it (id 0: nowhere). */
+typedef struct {
+  uint64_t id, off;
+  int32_t fd;
+} shm_reg_t;
+
+/* Looks up, once per call, the qcclMemAlloc region holding len bytes at
+ * buf. Returns 1 when peers may read them there (the caller then need not
+ * stage them), else 0 with reg set to "nowhere". */
+int shm_reg_find(shm_t* s, const void* buf, size_t len, shm_reg_t* reg);
+
+/* Publishes reg for chunk g as this rank's buffer `which` (SHM_REG_IN or
+ * SHM_REG_OUT, two buffers a chunk may publish); peers read the slot or the
+ * result area where it says nowhere. Call after shm_chunk_begin(g) and
+ * before posting 3g+1. */
+void shm_reg_publish(shm_t* s, uint64_t g, int which, const shm_reg_t* reg);
 
 /* After peer posted 3g+1: its published buffer `which` for chunk g, mapped
  * here, or NULL when it published none. */
@@ -122,6 +133,10 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char*
 
 /* Drops every peer mapping (shm_close). */
 void shm_reg_unmap(shm_t* s);
+
+/* chunk_bytes of this rank's private memory (allocated at the first call;
+ * freed by shm_close). */
+qcclResult_t shm_scratch(shm_t* s, char** out);
 
 /* Whether a call that moves `bytes` (its buffer size) hands data to the
  * peers with streaming stores (QCCL_SHM_HANDOFF_NT_BYTES). */

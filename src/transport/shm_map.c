@@ -23,14 +23,20 @@
 #include "core/memreg.h"
 #include "transport/shm.h"
 
-int shm_reg_publish(shm_t* s, uint64_t g, int which, const void* buf, size_t len) {
+int shm_reg_find(shm_t* s, const void* buf, size_t len, shm_reg_t* reg) {
   memreg_region_t r;
   int ok = s->peers_readable && len > 0 && memreg_find(buf, len, &r);
-  shm_ctrl_t* c = &s->ctrl[s->rank];
-  c->reg[g & 1][which].id = ok ? r.id : 0;
-  c->reg[g & 1][which].fd = ok ? r.fd : -1;
-  c->reg[g & 1][which].off = ok ? (uint64_t)((const char*)buf - r.base) : 0;
+  reg->id = ok ? r.id : 0;
+  reg->fd = ok ? r.fd : -1;
+  reg->off = ok ? (uint64_t)((const char*)buf - r.base) : 0;
   return ok;
+}
+
+void shm_reg_publish(shm_t* s, uint64_t g, int which, const shm_reg_t* reg) {
+  shm_ctrl_t* c = &s->ctrl[s->rank];
+  c->reg[g & 1][which].id = reg->id;
+  c->reg[g & 1][which].fd = reg->fd;
+  c->reg[g & 1][which].off = reg->off;
 }
 
 /* The map of region id of peer: the one mapped, or the least recently used

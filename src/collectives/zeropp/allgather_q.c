@@ -176,10 +176,7 @@ qcclResult_t zero_agq_check(const char* fn, const void* sendbuff, void* recvbuff
     op->plain = 1;
   else
     QCCL_CHECK(zero_check_spec(fn, "spec", spec, &op->q1));
-  if (sendcount > 0 && sendbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "%s: sendbuff is NULL with sendcount=%zu", fn, sendcount);
-  if (sendcount > 0 && recvbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with sendcount=%zu", fn, sendcount);
+  QCCL_CHECK(zero_check_buffers(fn, "sendcount", sendcount, sendbuff, recvbuff));
   op->kind = ZERO_AGQ;
   op->slot = qcclStatAllGatherQ;
   op->comm = comm;

@@ -333,10 +333,7 @@ qcclResult_t zero_rsq_check(const char* fn, const void* sendbuff, void* recvbuff
     return QCCL_ERR(qcclInvalidArgument, "%s: op=%d is not qcclSum or qcclAvg", fn, (int)op);
   memset(o, 0, sizeof *o);
   QCCL_CHECK(zero_check_cfg(fn, cfg, &o->q1, &o->q2));
-  if (count > 0 && sendbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "%s: sendbuff is NULL with %s=%zu", fn, cname, count);
-  if (count > 0 && recvbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with %s=%zu", fn, cname, count);
+  QCCL_CHECK(zero_check_buffers(fn, cname, count, sendbuff, recvbuff));
   o->comm = comm;
   o->send = sendbuff;
   o->recv = recvbuff;

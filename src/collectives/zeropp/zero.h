@@ -78,6 +78,9 @@ qcclResult_t zero_check_type(const char* fn, qcclDataType_t t);
 /* count * factor elements of es bytes must fit in memory. */
 qcclResult_t zero_check_count(const char* fn, const char* what, size_t count, size_t factor,
                               size_t es);
+/* sendbuff and recvbuff may be NULL only with count (named what) 0. */
+qcclResult_t zero_check_buffers(const char* fn, const char* what, size_t count,
+                                const void* sendbuff, const void* recvbuff);
 qcclResult_t zero_check_spec(const char* fn, const char* what, const qcclQuantSpec_t* spec,
                              quant_params_t* p);
 /* The reduction hops of cfg (NULL: defaults), and its error feedback. */

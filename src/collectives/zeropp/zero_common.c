@@ -156,6 +156,15 @@ qcclResult_t zero_check_count(const char* fn, const char* what, size_t count, si
   return qcclSuccess;
 }
 
+qcclResult_t zero_check_buffers(const char* fn, const char* what, size_t count,
+                                const void* sendbuff, const void* recvbuff) {
+  if (count > 0 && sendbuff == NULL)
+    return QCCL_ERR(qcclInvalidArgument, "%s: sendbuff is NULL with %s=%zu", fn, what, count);
+  if (count > 0 && recvbuff == NULL)
+    return QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with %s=%zu", fn, what, count);
+  return qcclSuccess;
+}
+
 qcclResult_t zero_check_spec(const char* fn, const char* what, const qcclQuantSpec_t* spec,
                              quant_params_t* p) {
   if (spec == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: %s is NULL", fn, what);
@@ -177,8 +186,8 @@ qcclResult_t zero_check_cfg(const char* fn, const qcclReduceScatterQConfig_t* cf
   if (cfg->size != sizeof(qcclReduceScatterQConfig_t) ||
       cfg->magic != QCCL_REDUCESCATTERQ_CONFIG_MAGIC || cfg->version != 1u)
     return QCCL_ERR(qcclInvalidArgument,
-                    "%s: cfg has a wrong size, magic or version: start from "
-                    "QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER",
+                    "%s: cfg has a wrong size, magic or version: "
+                    "start from QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER",
                     fn);
   QCCL_CHECK(zero_check_spec(fn, "cfg->intra", &cfg->intra, intra));
   QCCL_CHECK(zero_check_spec(fn, "cfg->inter", &cfg->inter, inter));
