@@ -10,6 +10,13 @@
  * straight from sendbuff, or stays put in place). The slots stay in cache,
  * so memory sees each byte about once, but every byte is copied twice.
  *
+ * Shared (shared_copy.c; every buffer of every rank in qcclMemAlloc memory
+ * and the output at least QCCL_SHM_SHARE_BYTES): the ranks copy the blocks
+ * straight between the buffers, each claiming tasks from any rank's
+ * output until all are done. Otherwise, with sendbuffs in qcclMemAlloc
+ * memory, the two-copy schedule below reads each peer's block in place
+ * instead of from its slot.
+ *
  * Single copy (cma.h): every rank publishes its sendbuff, then reads each
  * peer's block straight into its recvbuff with process_vm_readv, starting
  * with the next rank so that readers spread over the owners. One chunk of
@@ -17,6 +24,7 @@
  * blocks read from the peers and its own copied, each byte once.
  */
 #include "collectives/coll.h"
+#include "collectives/shared_copy.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
@@ -45,26 +53,40 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
   if (w > 1 && cma_use(s, bytes)) return allgather_cma(comm, in, out, bytes, stream);
-  if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
-  if (w == 1) return qcclSuccess;
+  int own = out + (size_t)r * bytes != in; /* the own block must be copied */
+  if (w == 1) {
+    if (own) copy_out(out, in, bytes, stream);
+    return qcclSuccess;
+  }
   /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
   shm_reg_t reg;
   int direct = shm_reg_find(s, in, bytes, &reg);
+  share_job_t job = {in, out, bytes, 0};
   uint64_t g = 0;
   for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     shm_reg_publish(s, g, SHM_REG_IN, &reg);
+    int offered = off == 0 && share_offer(comm, g, &job, direct);
     if (!direct)
       copy_out(shm_slot(s, r, g), in + off, m, shm_handoff_nt(s, bytes * (size_t)w)); /* shm.h */
     coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);
+    if (off == 0) {
+      if (own) copy_out(out + (size_t)r * bytes, in, bytes, stream);
+      int shared = 0; /* every buffer in qcclMemAlloc memory: the rest shared out */
+      if (offered) QCCL_CHECK(share_run(comm, g, &job, &shared));
+      if (shared) {
+        coll_stats_shm(comm, bytes - m);
+        return qcclSuccess;
+      }
+    }
     /* read each peer's piece as soon as that peer has staged it */
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
       const char* src;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &src));
+      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, bytes, &src));
       if (src == NULL)
         copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m, stream);
       else if (off == 0) /* read in place: the whole block at once */

@@ -69,12 +69,12 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) {
       const char* p = NULL;
-      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &p));
+      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, a->count * es, &p));
       srcs[j] = j == r      ? src + lo * es
                 : p != NULL ? p + (off + lo) * es
                             : shm_slot(s, j, g) + lo * es;
       peer_out[j] = NULL;
-      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_OUT, &peer_out[j]));
+      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_OUT, a->count * es, &peer_out[j]));
     }
     char* res = shm_result(s, r, g);
     coll_stats_shm(comm, m * es); /* its slot but its part, and its result */

@@ -10,6 +10,12 @@
  * meant for it. Per rank and per byte: one write into the segment, one
  * read out.
  *
+ * Shared (shared_copy.c; every buffer of every rank in qcclMemAlloc memory
+ * and the output at least QCCL_SHM_SHARE_BYTES): the ranks copy the parts
+ * straight between the buffers, each claiming tasks from any rank's
+ * output until all are done. Otherwise, with sendbuffs in qcclMemAlloc
+ * memory, the two-copy schedule below reads the pieces in place.
+ *
  * Single copy (cma.h): every rank publishes its sendbuff; rank r reads
  * block r of each peer's sendbuff straight into block j of its recvbuff
  * (process_vm_readv), starting with the next rank. One chunk of the
@@ -18,6 +24,7 @@
  * In both, the own block goes straight from sendbuff to recvbuff.
  */
 #include "collectives/coll.h"
+#include "collectives/shared_copy.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
@@ -45,18 +52,22 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
   if (w > 1 && cma_use(s, bytes)) return alltoall_cma(comm, in, out, bytes, stream);
-  copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
-  if (w == 1) return qcclSuccess;
+  if (w == 1) {
+    copy_out(out, in, bytes, stream);
+    return qcclSuccess;
+  }
   size_t piece = s->chunk_bytes / (size_t)w;
   /* qcclMemAlloc memory: the peers read their pieces where they are */
   shm_reg_t reg;
   int direct = shm_reg_find(s, in, bytes * (size_t)w, &reg);
+  share_job_t job = {in, out, bytes, 1};
   uint64_t g = 0;
   for (size_t off = 0; off < bytes; off += piece) {
     size_t m = bytes - off < piece ? bytes - off : piece;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     char* slot = shm_slot(s, r, g);
     shm_reg_publish(s, g, SHM_REG_IN, &reg);
+    int offered = off == 0 && share_offer(comm, g, &job, direct);
     if (!direct) {
       for (int j = 0; j < w; j++)
         if (j != r)
@@ -65,11 +76,20 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
     }
     coll_stats_shm(comm, (size_t)(w - 1) * m);
     shm_post(s, 3 * g + 1);
+    if (off == 0) {
+      copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
+      int shared = 0; /* every buffer in qcclMemAlloc memory: the rest shared out */
+      if (offered) QCCL_CHECK(share_run(comm, g, &job, &shared));
+      if (shared) {
+        coll_stats_shm(comm, (size_t)(w - 1) * (bytes - m));
+        return qcclSuccess;
+      }
+    }
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
       const char* src;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &src));
+      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, bytes * (size_t)w, &src));
       if (src == NULL)
         copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m, stream);
       else if (off == 0) /* read in place: the whole piece at once */

@@ -62,7 +62,7 @@ qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a) {
         continue;
       }
       const char* p; /* the peer's sendbuff, where readable in place */
-      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, &p));
+      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, a->count * (size_t)w * es, &p));
       srcs[j] = p != NULL ? p + at : shm_slot(s, j, g) + (size_t)r * m * es;
     }
     if (stream) {

@@ -123,6 +123,9 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   int64_t nt;
   QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;
+  int64_t share;
+  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_SHARE_BYTES", 8 << 20, 0, INT64_MAX, &share), r, fail);
+  s->share_min = (size_t)share;
   s->bytes = shm_layout(s);
 
   char* mine = names + (size_t)rank * SHM_NAME_BYTES;

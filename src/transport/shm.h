@@ -55,7 +55,10 @@ typedef struct {
     uint64_t id, off;
     int32_t fd, unused;
   } reg[2][2];
-  char pad[3 * SHM_LINE - 144];
+  /* shared calls (collectives/shared_copy.c): the next unclaimed task of
+   * the queue that fills this rank's recvbuff */
+  _Atomic uint64_t share_next;
+  char pad[3 * SHM_LINE - 152];
 } shm_ctrl_t;
 _Static_assert(sizeof(shm_ctrl_t) == 3 * SHM_LINE, "a control line is three cache lines");
 
@@ -90,6 +93,7 @@ typedef struct shm {
   uint32_t spin;        /* microseconds of polling before yielding */
   size_t cma_min;       /* smallest per-peer block sent single copy, 0 = never */
   size_t handoff_nt;    /* calls of at least this many bytes hand off through memory */
+  size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t cma_word;    /* the word peers read to probe CMA (cma.c) */
   int peers_readable;   /* every local rank may read / map every other's memory */
   shm_peer_map_t* maps; /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
@@ -128,8 +132,9 @@ int shm_reg_find(shm_t* s, const void* buf, size_t len, shm_reg_t* reg);
 void shm_reg_publish(shm_t* s, uint64_t g, int which, const shm_reg_t* reg);
 
 /* After peer posted 3g+1: its published buffer `which` for chunk g, mapped
- * here, or NULL when it published none. */
-qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char** out);
+ * here (readable and writable), or NULL when it published none. len: the
+ * bytes from there the caller will touch; they must lie in the region. */
+qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, size_t len, const char** out);
 
 /* Drops every peer mapping (shm_close). */
 void shm_reg_unmap(shm_t* s);

@@ -4,7 +4,8 @@
  * A rank whose data for a chunk lies in a qcclMemAlloc region publishes the
  * region's id, its memfd number and the data's offset in its control line
  * (per chunk parity, like the slots, so a peer still reading chunk g-1 never
- * sees chunk g+1's values). A peer maps the region once, read-only, through
+ * sees chunk g+1's values). A peer maps the region once, read-write (the
+ * shared AllGather and AlltoAll write peers' receive buffers), through
  * /proc/<pid>/fd/<fd> (the same ptrace permission that process_vm_readv
  * needs, probed at init: cma.c), keeps the mapping while the id stays, and
  * copies straight from it. Publishing is only done when every local rank
@@ -53,7 +54,7 @@ static shm_peer_map_t* shm_map_entry(shm_t* s, int peer, uint64_t id) {
   return victim;
 }
 
-qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char** out) {
+qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, size_t len, const char** out) {
   const shm_ctrl_t* c = &s->ctrl[peer];
   uint64_t id = c->reg[g & 1][which].id;
   *out = NULL;
@@ -67,7 +68,7 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char*
   if (m->id != id) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", c->pid, c->reg[g & 1][which].fd);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
       int e = errno;
@@ -77,7 +78,7 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char*
       return QCCL_ERR(qcclSystemError, "rank %d cannot open rank %d's qcclMemAlloc memory (%s): %s",
                       s->rank, peer, path, strerror(e));
     }
-    void* p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    void* p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED)
@@ -86,9 +87,10 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, const char*
     *m = (shm_peer_map_t){id, p, (size_t)st.st_size, s->map_clock};
   }
   uint64_t off = c->reg[g & 1][which].off;
-  if (off >= m->size)
-    return QCCL_ERR(qcclInternalError, "rank %d published offset %llu past its region (%zu bytes)",
-                    peer, (unsigned long long)off, m->size);
+  if (off >= m->size || len > m->size - off)
+    return QCCL_ERR(qcclInternalError,
+                    "rank %d published %zu bytes at offset %llu, past its region (%zu bytes)", peer,
+                    len, (unsigned long long)off, m->size);
   *out = m->base + off;
   return qcclSuccess;
 }

@@ -1,0 +1,106 @@
+/*
+ * shared_copy.c - AllGather and AlltoAll inside one node with the copying
+ * shared out among the ranks, when every buffer comes from qcclMemAlloc.
+ *
+ * When every rank's send and receive buffers lie in qcclMemAlloc memory
+ * (shm_map.c maps it in every local rank), any rank can do any part of the
+ * call: copy block j of rank d's output from rank j's sendbuff. Each rank
+ * first copies its own block (the caller does, before anything is
+ * agreed: nobody needs to wait for that), then the other W-1 blocks of
+ * every output are cut into tasks of up to a few MiB, one queue per
+ * destination rank (the tasks that fill its recvbuff, from the next
+ * rank's block on). Each rank claims tasks from its own queue with an atomic
+ * counter in its control line and, when that queue is empty, from the
+ * other queues, starting with the next rank's. A rank slowed by its core
+ * (a host that takes its vCPU away for a while, a core without the shared
+ * cache, another rank on an oversubscribed host) leaves the rest of its
+ * work to the others, and the call ends when the node's aggregate copy
+ * bandwidth, not the slowest core's share of it, has moved the bytes:
+ * the bound that docs/PERF.md measures. Each byte is still read once and
+ * written once.
+ *
+ * Protocol, inside the call's first chunk g (the two-copy and in-place
+ * paths publish in the same chunk, so a rank can offer and fall back on
+ * its own): every rank publishes its sendbuff (SHM_REG_IN), and its
+ * recvbuff (SHM_REG_OUT) when it offers to share, "nowhere" otherwise; an
+ * offering rank resets its queue's counter; all post 3g+1. An offering
+ * rank waits for every rank's 3g+1 and shares if every rank published both
+ * buffers; if any did not, it carries on with the chunk as if it had not
+ * offered, and so do the others: a rank that did not offer never shares,
+ * and since its recvbuff is not published, neither does anybody else. A
+ * sharing rank posts 3g+3 once every queue is empty and the tasks it
+ * claimed are written (streaming stores end with a fence; the post
+ * releases them), then waits for every rank's 3g+3: from then on every
+ * output is complete and nobody reads any sendbuff.
+ *
+ * The counters need no generation tag: a rank resets its own before it
+ * posts 3g+1 and nobody claims from it before seeing that post; every
+ * claim of a call is made before its claimer posts 3g+3, and a rank leaves
+ * the call only after every rank's 3g+3, so the next call's reset never
+ * meets a claim of this one.
+ */
+#include "collectives/shared_copy.h"
+
+#include "core/memcopy.h"
+
+/* Task bytes: about 32 tasks per output (enough to even out cores that run
+ * at different speeds), whole pages, 4 KiB .. 4 MiB. */
+static size_t share_task_bytes(size_t queue_bytes) {
+  size_t t = (queue_bytes / 32 + 4095) & ~(size_t)4095;
+  if (t < 4096) t = 4096;
+  if (t > (size_t)4 << 20) t = (size_t)4 << 20;
+  return t;
+}
+
+int share_offer(qcclComm_t comm, uint64_t g, const share_job_t* job, int in_published) {
+  shm_t* s = comm->shm;
+  size_t total = job->bytes * (size_t)comm->nranks; /* this rank's recvbuff */
+  shm_reg_t reg = {0, 0, -1};
+  int ok = comm->nranks > 1 && in_published && job->bytes > 0 && total >= s->share_min &&
+           shm_reg_find(s, job->out, total, &reg);
+  shm_reg_publish(s, g, SHM_REG_OUT, &reg);
+  if (ok) atomic_store_explicit(&s->ctrl[s->rank].share_next, 0, memory_order_relaxed);
+  return ok;
+}
+
+qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int* shared) {
+  shm_t* s = comm->shm;
+  int w = comm->nranks, r = comm->rank;
+  size_t bytes = job->bytes, total = bytes * (size_t)w;
+  size_t in_len = job->alltoall ? total : bytes;
+  *shared = 0;
+  QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
+  const char* ins[w];
+  char* outs[w];
+  for (int j = 0; j < w; j++) {
+    if (j == r) {
+      ins[j] = job->in, outs[j] = job->out;
+      continue;
+    }
+    const char* out = NULL;
+    QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, in_len, &ins[j]));
+    QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_OUT, total, &out));
+    if (ins[j] == NULL || out == NULL) return qcclSuccess; /* not every rank offered */
+    outs[j] = (char*)out;
+  }
+  int stream = total >= COPY_STREAM_MIN_TOTAL;
+  size_t task = share_task_bytes(total);
+  uint64_t per_block = (bytes + task - 1) / task, ntasks = per_block * (uint64_t)(w - 1);
+  for (int k = 0; k < w; k++) {
+    int d = (r + k) % w; /* the queue: rank d's recvbuff */
+    for (;;) {
+      uint64_t i =
+          atomic_fetch_add_explicit(&s->ctrl[d].share_next, (uint64_t)1, memory_order_relaxed);
+      if (i >= ntasks) break;
+      int j = (int)((d + 1 + (int)(i / per_block)) % w); /* the block: from rank j */
+      size_t off = (size_t)(i % per_block) * task;
+      size_t len = bytes - off < task ? bytes - off : task;
+      const char* src = ins[j] + (job->alltoall ? (size_t)d * bytes : 0) + off;
+      copy_out(outs[d] + (size_t)j * bytes + off, src, len, stream);
+    }
+  }
+  shm_post(s, 3 * g + 3);
+  QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
+  *shared = 1;
+  return qcclSuccess;
+}
