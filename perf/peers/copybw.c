@@ -5,15 +5,24 @@
  *   qccl-copybw [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR] [-n ITERS] [-J FILE]
  *
  * T threads (default: the online CPUs) each copy a buffer of SIZE bytes
- * into another of their own, -n times after two warm-up copies, all
- * starting together; once with memcpy() and once with a non-temporal copy
- * (streaming stores that bypass the cache: the faster one for buffers
- * larger than the cache). Bandwidth counts bytes read plus bytes written
- * (2 x SIZE per copy), as docs/PERF.md's bounds do, summed over threads,
- * each thread's bytes over its median copy time. "best" is the larger of
- * the two kernels: the bound that perf/compare.py uses.
+ * into another of their own, in -n rounds after two warm-up copies; once
+ * with memcpy() and once with a non-temporal copy (streaming stores that
+ * bypass the cache: the faster one for buffers larger than the cache).
+ * Every round starts the threads together (a spinning barrier) and lasts
+ * until the last of them is done, as a collective's call lasts until its
+ * slowest rank is done: a thread that ran while another was held up by the
+ * host does not count as concurrent bandwidth (an earlier version summed
+ * each thread's own median rate, and once reported 64 GB/s where rounds
+ * timed this way give 40-53). Small sizes repeat the copy within a round
+ * until each thread has moved at least 4 MiB, so the barrier's own cost
+ * does not count. Bandwidth is bytes read plus bytes written (2 x SIZE
+ * per copy), as docs/PERF.md's bounds count them, over all threads, per
+ * median round. "best" is the larger of the two kernels: the bound that
+ * perf/compare.py uses.
  */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +32,30 @@
 #include <emmintrin.h>
 #endif
 
+/* A barrier that spins (yielding, for more threads than CPUs): its
+ * threads leave within a fraction of a microsecond of each other. */
+typedef struct {
+  _Atomic int arrived;
+  _Atomic int round;
+  int threads;
+} copy_barrier_t;
+
+static void copy_barrier_wait(copy_barrier_t* b) {
+  int round = atomic_load(&b->round);
+  if (atomic_fetch_add(&b->arrived, 1) + 1 == b->threads) {
+    atomic_store(&b->arrived, 0);
+    atomic_store(&b->round, round + 1);
+    return;
+  }
+  while (atomic_load(&b->round) == round) sched_yield();
+}
+
 typedef struct {
   size_t size;
-  int iters;
-  int nt; /* 1: the non-temporal copy */
-  pthread_barrier_t* start;
-  double median_s;
+  int iters, reps; /* rounds; copies per round */
+  int nt;          /* 1: the non-temporal copy */
+  copy_barrier_t* start;
+  double *t0, *t1; /* per round: when this thread started, ended */
   int failed;
 } copy_thread_t;
 
@@ -77,51 +104,65 @@ static void* copy_thread(void* arg) {
   size_t alloc = (c->size + 4095) / 4096 * 4096;
   char* src = aligned_alloc(4096, alloc);
   char* dst = aligned_alloc(4096, alloc);
-  double* t = calloc((size_t)c->iters, sizeof(double));
-  if (!src || !dst || !t) {
-    c->failed = 1;
-    pthread_barrier_wait(c->start);
-    free(src), free(dst), free(t);
-    return NULL;
+  if (!src || !dst) c->failed = 1;
+  if (!c->failed) {
+    memset(src, 1, c->size);
+    memset(dst, 2, c->size);
+    for (int i = 0; i < 2; i++) copy_once(c, dst, src);
   }
-  memset(src, 1, c->size);
-  memset(dst, 2, c->size);
-  for (int i = 0; i < 2; i++) copy_once(c, dst, src);
-  pthread_barrier_wait(c->start);
+  /* every thread takes part in every round, a failed one idly */
   for (int i = 0; i < c->iters; i++) {
-    double t0 = copy_now();
-    copy_once(c, dst, src);
-    t[i] = copy_now() - t0;
+    copy_barrier_wait(c->start);
+    c->t0[i] = copy_now();
+    for (int k = 0; k < c->reps && !c->failed; k++) copy_once(c, dst, src);
+    c->t1[i] = copy_now();
   }
-  qsort(t, (size_t)c->iters, sizeof(double), copy_cmp);
-  c->median_s = c->iters % 2 ? t[c->iters / 2] : 0.5 * (t[c->iters / 2 - 1] + t[c->iters / 2]);
-  free(src), free(dst), free(t);
+  free(src), free(dst);
   return NULL;
 }
 
-/* One kernel at one size on every thread: the summed bandwidth in GB/s. */
+/* One kernel at one size on every thread: the total bandwidth in GB/s of
+ * the median round (first start to last end). */
 static int copy_run(size_t size, int iters, int threads, int nt, double* aggr) {
-  pthread_barrier_t start;
+  copy_barrier_t start = {0, 0, threads};
   copy_thread_t* c = calloc((size_t)threads, sizeof *c);
   pthread_t* tid = calloc((size_t)threads, sizeof *tid);
-  if (!c || !tid) {
-    free(c), free(tid);
+  double* times = calloc((size_t)threads * 2 + 1, (size_t)iters * sizeof(double));
+  if (!c || !tid || !times) {
+    free(c), free(tid), free(times);
     return -1;
   }
-  pthread_barrier_init(&start, NULL, (unsigned)threads);
+  size_t min_bytes = (size_t)4 << 20;
+  int reps = size >= min_bytes ? 1 : (int)((min_bytes + size - 1) / size);
   for (int i = 0; i < threads; i++) {
-    c[i] = (copy_thread_t){size, iters, nt, &start, 0, 0};
+    c[i] = (copy_thread_t){size,
+                           iters,
+                           reps,
+                           nt,
+                           &start,
+                           times + (size_t)(2 * i) * (size_t)iters,
+                           times + (size_t)(2 * i + 1) * (size_t)iters,
+                           0};
     pthread_create(&tid[i], NULL, copy_thread, &c[i]);
   }
   int failed = 0;
-  *aggr = 0;
   for (int i = 0; i < threads; i++) {
     pthread_join(tid[i], NULL);
     failed |= c[i].failed;
-    if (!c[i].failed) *aggr += 2.0 * (double)size / c[i].median_s / 1e9;
   }
-  pthread_barrier_destroy(&start);
-  free(c), free(tid);
+  double* span = times + (size_t)threads * 2 * (size_t)iters;
+  for (int r = 0; r < iters; r++) {
+    double first = c[0].t0[r], last = c[0].t1[r];
+    for (int i = 1; i < threads; i++) {
+      if (c[i].t0[r] < first) first = c[i].t0[r];
+      if (c[i].t1[r] > last) last = c[i].t1[r];
+    }
+    span[r] = last - first;
+  }
+  qsort(span, (size_t)iters, sizeof(double), copy_cmp);
+  double med = iters % 2 ? span[iters / 2] : 0.5 * (span[iters / 2 - 1] + span[iters / 2]);
+  *aggr = 2.0 * (double)size * (double)reps * (double)threads / med / 1e9;
+  free(c), free(tid), free(times);
   return failed ? -1 : 0;
 }
 
@@ -172,8 +213,8 @@ int main(int argc, char** argv) {
   FILE* jf = json ? fopen(json, "w") : NULL;
   if (json && !jf) perror(json);
   printf(
-      "# qccl-copybw: %d thread(s) each copy SIZE bytes; GB/s = (read + written) / median "
-      "time, GB = 1e9, summed over threads\n",
+      "# qccl-copybw: %d thread(s) each copy SIZE bytes, together in rounds; GB/s = (read + "
+      "written, all threads) / median round (first start to last end), GB = 1e9\n",
       threads);
   printf("# %10s  %12s  %12s  %12s\n", "size(B)", "memcpy GB/s", "nt-copy GB/s", "best GB/s");
   if (jf) fprintf(jf, "{\"tool\": \"qccl-copybw\", \"threads\": %d, \"rows\": [", threads);
