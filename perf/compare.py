@@ -20,11 +20,13 @@ between the compare markers of docs/PERF.md and the PNGs go to docs/img/.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import platform
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -145,6 +147,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def load_rows(jpath):
     try:
         with open(jpath) as f:
@@ -223,8 +233,10 @@ def markdown(res, bounds, a, meta, latency):
                f"(out of place; nccl-tests' busbw formulas). *bound*: the busbw at which the "
                f"collective's minimal memory traffic would take exactly the copy time measured "
                f"in the same run (qccl-copybw: min(ranks, CPUs) threads, memcpy or non-temporal copy "
-               f"whichever is faster, measured before every collective, the best of those "
-               f"measurements per size). *handoff*: measured just before each library's run "
+               f"whichever is faster, measured before every collective; the **median** of "
+               f"those measurements per size, as the call times are medians: the best of them "
+               f"grows with their number on this noisy VM"
+               f"{meta.get('bw_note', '')}). *handoff*: measured just before each library's run "
                f"(qccl-handoff): the round trip of a cache line between the two CPUs, and how "
                f"fast one core read 512 KiB the other had just written. This VM's two vCPUs move "
                f"between host cores that share a cache (round trip ~60-75 ns, read ~40 GB/s) "
@@ -262,13 +274,23 @@ def markdown(res, bounds, a, meta, latency):
             if notes:
                 out.append("\n" + "; ".join(notes) + "\n")
     if latency:
+        runs = meta.get("latency_runs", 1)
         out.append(f"\n**Latency**: allreduce of {human(a.latency_size)} f32, median call time "
-                   f"(µs), `-n 50 -w 10`\n")
+                   f"(µs), `-n 50 -w 10`" +
+                   (f"; the median of {runs} runs per library, interleaved (all runs in "
+                    f"brackets)" if runs > 1 else "") + "\n")
         libs = [lib for lib in LIBS if lib in a.libs]
         out.append("| ranks | " + " | ".join(LIB_NAMES[lib] for lib in libs) + " |")
         out.append("|---|" + "---|" * len(libs))
+        every = meta.get("latency_all", {})
         for n in a.ranks:
-            cells = [fmt(latency.get((lib, n)), 1) for lib in libs]
+            cells = []
+            for lib in libs:
+                cell = fmt(latency.get((lib, n)), 1)
+                runs_here = every.get(f"{lib}|{n}", [])
+                if len(runs_here) > 1:
+                    cell += " (" + ", ".join(fmt(x, 1) for x in runs_here) + ")"
+                cells.append(cell)
             out.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -434,6 +456,8 @@ def main():
                     help="the peers' -c (default 0: their results are not in question, and "
                     "gloo's numpy check costs minutes at 256M)")
     ap.add_argument("--latency-size", default="8K", help="'' to skip the latency runs")
+    ap.add_argument("--latency-reps", type=int, default=3,
+                    help="latency runs per library (interleaved; the median is reported)")
     ap.add_argument("--register", type=int, default=0,
                     help="1: qccl's buffers from qcclMemAlloc (qccl-perf -R 1)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
@@ -466,11 +490,11 @@ def main():
     for n in a.ranks:
         threads = min(n, ncpu)
         for coll in a.colls:
-            # the copy bandwidth before every collective; the bound takes the best
-            # of these (on a loaded machine any single measurement can be low)
+            # the copy bandwidth before every collective; the bound takes the
+            # median of these (any single one can be low on a loaded machine,
+            # or high when the host's memory was quiet for a moment)
             for s, bw in copybw(tools, threads, a, outdir, f"{coll}-{n}").items():
-                best = bw_cache.setdefault(threads, {})
-                best[s] = max(best.get(s, 0.0), bw)
+                bw_cache.setdefault(threads, {}).setdefault(s, []).append(bw)
             for lib in LIBS:
                 if lib not in a.libs:
                     continue
@@ -489,18 +513,23 @@ def main():
                     failed.append(f"{tag} (rc {rc}, see {tag}.log)")
                     res[("note", lib, n, coll)] = f"exit {rc}" + \
                         (", wrong values" if rc == 1 else "")
-        if a.latency_size:
+        # latency: --latency-reps runs per library, interleaved, so that a
+        # moment of the VM's slow mode (microseconds per handoff) moves one
+        # run, not the figure; the figure is the median of the runs' medians
+        for rep in range(a.latency_reps if a.latency_size else 0):
             for lib in a.libs:
-                jpath = os.path.join(outdir, f"latency-{lib}-{n}.json")
+                tag = f"latency-{lib}-{n}" + (f"-r{rep}" if rep else "")
+                jpath = os.path.join(outdir, tag + ".json")
                 lflags = ["-b", str(a.latency_size), "-e", str(a.latency_size), "-n", "50", "-w",
                           "10", "-c", "1"]
                 cmd = lib_cmd(lib, tools, "allreduce", n, lflags, jpath, a)
-                rc, _ = run(cmd, os.path.join(outdir, f"latency-{lib}-{n}.log"), a.timeout)
+                rc, _ = run(cmd, os.path.join(outdir, tag + ".log"), a.timeout)
                 rows = load_rows(jpath) or {}
                 if rows:
-                    latency[(lib, n)] = rows[min(rows)]["out_of_place"]["median_us"]
+                    latency.setdefault((lib, n), []).append(
+                        rows[min(rows)]["out_of_place"]["median_us"])
                 if rc != 0:
-                    failed.append(f"latency-{lib}-{n} (rc {rc})")
+                    failed.append(f"{tag} (rc {rc})")
     secs = time.time() - t_start
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip() or "?"
@@ -522,7 +551,7 @@ def main():
 
 # what --replot needs besides the JSON rows of every run
 STATE_ARGS = ("ranks", "colls", "libs", "minbytes", "maxbytes", "stepfactor", "iters", "warmup",
-              "check", "peer_check", "latency_size", "quant_format", "register")
+              "check", "peer_check", "latency_size", "latency_reps", "quant_format", "register")
 
 
 def replot(a):
@@ -531,6 +560,15 @@ def replot(a):
         state = json.load(f)
     for k, v in state["args"].items():
         setattr(a, k, v)
+    # every copy measurement, from the tool's own files (older state.json
+    # files kept only the best per size)
+    found = {}
+    for path in sorted(glob.glob(os.path.join(a.replot, "copybw-t*-*.json"))):
+        threads = os.path.basename(path).split("-")[1][1:]
+        for row in (load_json(path) or {}).get("rows", []):
+            found.setdefault(threads, {}).setdefault(str(row["size"]), []).append(row["gbps_aggr"])
+    if found:
+        state["bw"] = found
     res = {}
     for n in a.ranks:
         for coll in a.colls:
@@ -546,10 +584,26 @@ def replot(a):
 def report(a, res, outdir, state):
     """The bounds, the markdown, the plots, docs/PERF.md; the exit code."""
     ncpu = os.cpu_count() or 1
-    bw = {int(t): {int(s): v for s, v in d.items()} for t, d in state["bw"].items()}
-    latency = {(k.split("|")[0], int(k.split("|")[1])): v for k, v in state["latency"].items()}
+    # every copy measurement of the run per thread count and size (a single
+    # number in runs made before 2026-11-30 14:40, which kept the best)
+    bw_all = {int(t): {int(s): v if isinstance(v, list) else [v] for s, v in d.items()}
+              for t, d in state["bw"].items()}
+    bw = {t: {s: statistics.median(v) for s, v in d.items()} for t, d in bw_all.items()}
+    notes = []
+    for t, d in sorted(bw_all.items()):
+        s = max(d)
+        notes.append(f"{t} thread(s) at {human(s)}: median {bw[t][s]:.1f} GB/s of "
+                     f"{len(d[s])}, range {min(d[s]):.1f}-{max(d[s]):.1f}")
+    state["meta"]["bw_note"] = "; " + "; ".join(notes) if notes else ""
+    # every run's median per library and rank count (one number in runs made
+    # before 2026-11-30 14:50)
+    latency_all = {(k.split("|")[0], int(k.split("|")[1])): v if isinstance(v, list) else [v]
+                   for k, v in state["latency"].items()}
+    latency = {k: statistics.median(v) for k, v in latency_all.items()}
+    state["meta"]["latency_runs"] = max((len(v) for v in latency_all.values()), default=1)
+    state["meta"]["latency_all"] = {f"{k[0]}|{k[1]}": v for k, v in latency_all.items()}
     bounds = {}
-    for n in a.ranks:  # busbw if the minimal traffic ran at the best copy bandwidth
+    for n in a.ranks:  # busbw if the minimal traffic ran at the median copy bandwidth
         for coll in a.colls:
             bounds[(n, coll)] = {s: s / 1e9 / (phys_bytes(coll, s, n) / (b * 1e9)) *
                                  bus_factor(coll, n)
