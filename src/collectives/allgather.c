@@ -73,9 +73,11 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
     coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);
     if (off == 0) {
-      if (own) copy_out(out + (size_t)r * bytes, in, bytes, stream);
-      int shared = 0; /* every buffer in qcclMemAlloc memory: the rest shared out */
-      if (offered) QCCL_CHECK(share_run(comm, g, &job, &shared));
+      int shared = 0; /* every buffer in qcclMemAlloc memory: the work shared out */
+      if (offered)
+        QCCL_CHECK(share_run(comm, g, &job, &shared)); /* copies the own block either way */
+      else if (own)
+        copy_out(out + (size_t)r * bytes, in, bytes, stream);
       if (shared) {
         coll_stats_shm(comm, bytes - m);
         return qcclSuccess;

@@ -4,34 +4,36 @@
  *
  * When every rank's send and receive buffers lie in qcclMemAlloc memory
  * (shm_map.c maps it in every local rank), any rank can do any part of the
- * call: copy block j of rank d's output from rank j's sendbuff. Each rank
- * first copies its own block (the caller does, before anything is
- * agreed: nobody needs to wait for that), then the other W-1 blocks of
- * every output are cut into tasks of up to a few MiB, one queue per
- * destination rank (the tasks that fill its recvbuff, from the next
- * rank's block on). Each rank claims tasks from its own queue with an atomic
- * counter in its control line and, when that queue is empty, from the
- * other queues, starting with the next rank's. A rank slowed by its core
- * (a host that takes its vCPU away for a while, a core without the shared
- * cache, another rank on an oversubscribed host) leaves the rest of its
- * work to the others, and the call ends when the node's aggregate copy
- * bandwidth, not the slowest core's share of it, has moved the bytes:
- * the bound that docs/PERF.md measures. Each byte is still read once and
- * written once.
+ * call: copy block j of rank d's output from rank j's sendbuff. The blocks
+ * are cut into tasks of up to a few MiB, one queue per destination rank
+ * (the tasks that fill its recvbuff: its own block first, then the next
+ * ranks' in turn). Each rank claims tasks from its own queue with an
+ * atomic counter in its control line (the own block's tasks at once, since
+ * they need no peer) and, when that queue is empty, from the other queues,
+ * starting with the next rank's. A rank whose core is slowed (a busy
+ * thread beside it, a host that takes its vCPU away for a while, another
+ * rank on an oversubscribed host) leaves the rest of its work to the
+ * others, and the call ends when the node's aggregate copy bandwidth, not
+ * the slowest core's share of it, has moved the bytes. Each byte is still
+ * read once and written once. Measured (docs/PERF.md, perf/share_ab.sh):
+ * level with the ordinary schedule when both cores run freely, 1.2-1.3x
+ * faster with a busy loop on one rank's core.
  *
  * Protocol, inside the call's first chunk g (the two-copy and in-place
  * paths publish in the same chunk, so a rank can offer and fall back on
  * its own): every rank publishes its sendbuff (SHM_REG_IN), and its
  * recvbuff (SHM_REG_OUT) when it offers to share, "nowhere" otherwise; an
  * offering rank resets its queue's counter; all post 3g+1. An offering
- * rank waits for every rank's 3g+1 and shares if every rank published both
- * buffers; if any did not, it carries on with the chunk as if it had not
- * offered, and so do the others: a rank that did not offer never shares,
- * and since its recvbuff is not published, neither does anybody else. A
- * sharing rank posts 3g+3 once every queue is empty and the tasks it
- * claimed are written (streaming stores end with a fence; the post
- * releases them), then waits for every rank's 3g+3: from then on every
- * output is complete and nobody reads any sendbuff.
+ * rank copies its own block's tasks, waits for every rank's 3g+1 and
+ * shares if every rank published both buffers; if any did not, nobody has
+ * claimed from its queue but itself, its own block is done, and it
+ * carries on with the chunk's two-copy schedule, as do the others: a rank
+ * that did not offer never shares, and since its recvbuff is not
+ * published, neither does anybody else. A sharing rank posts 3g+3 once
+ * every queue is empty and the tasks it claimed are written (streaming
+ * stores end with a fence; the post releases them), then waits for every
+ * rank's 3g+3: from then on every output is complete and nobody reads any
+ * sendbuff.
  *
  * The counters need no generation tag: a rank resets its own before it
  * posts 3g+1 and nobody claims from it before seeing that post; every
@@ -63,41 +65,55 @@ int share_offer(qcclComm_t comm, uint64_t g, const share_job_t* job, int in_publ
   return ok;
 }
 
+/* Task i of rank d's queue: block (d + i / per_block) % W of its output,
+ * from that rank's sendbuff (the first per_block tasks: d's own block). */
+static void share_task(const share_job_t* job, const char* const* ins, char* const* outs, int w,
+                       int d, uint64_t i, uint64_t per_block, size_t task, int stream) {
+  size_t bytes = job->bytes;
+  int j = (int)((d + (int)(i / per_block)) % w);
+  size_t off = (size_t)(i % per_block) * task;
+  size_t len = bytes - off < task ? bytes - off : task;
+  const char* src = ins[j] + (job->alltoall ? (size_t)d * bytes : 0) + off;
+  char* dst = outs[d] + (size_t)j * bytes + off;
+  if (dst != src) copy_out(dst, src, len, stream); /* equal: AllGather's own block in place */
+}
+
 qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int* shared) {
   shm_t* s = comm->shm;
   int w = comm->nranks, r = comm->rank;
   size_t bytes = job->bytes, total = bytes * (size_t)w;
   size_t in_len = job->alltoall ? total : bytes;
-  *shared = 0;
-  QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
+  int stream = total >= COPY_STREAM_MIN_TOTAL;
+  size_t task = share_task_bytes(total);
+  uint64_t per_block = (bytes + task - 1) / task, ntasks = per_block * (uint64_t)w;
   const char* ins[w];
   char* outs[w];
+  ins[r] = job->in, outs[r] = job->out;
+  _Atomic uint64_t* mine = &s->ctrl[r].share_next;
+  /* the own block's tasks need no peer: claim them while the peers arrive
+   * (a peer that arrives first may take some); the first later task this
+   * rank claims waits for the decision */
+  uint64_t i;
+  while ((i = atomic_fetch_add_explicit(mine, (uint64_t)1, memory_order_relaxed)) < per_block)
+    share_task(job, ins, outs, w, r, i, per_block, task, stream);
+  *shared = 0;
+  QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
   for (int j = 0; j < w; j++) {
-    if (j == r) {
-      ins[j] = job->in, outs[j] = job->out;
-      continue;
-    }
+    if (j == r) continue;
     const char* out = NULL;
     QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, in_len, &ins[j]));
     QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_OUT, total, &out));
-    if (ins[j] == NULL || out == NULL) return qcclSuccess; /* not every rank offered */
+    /* not every rank offered: nobody claims from this queue but this rank,
+     * and its own block is copied; the caller does the rest */
+    if (ins[j] == NULL || out == NULL) return qcclSuccess;
     outs[j] = (char*)out;
   }
-  int stream = total >= COPY_STREAM_MIN_TOTAL;
-  size_t task = share_task_bytes(total);
-  uint64_t per_block = (bytes + task - 1) / task, ntasks = per_block * (uint64_t)(w - 1);
+  if (i < ntasks) share_task(job, ins, outs, w, r, i, per_block, task, stream);
   for (int k = 0; k < w; k++) {
     int d = (r + k) % w; /* the queue: rank d's recvbuff */
-    for (;;) {
-      uint64_t i =
-          atomic_fetch_add_explicit(&s->ctrl[d].share_next, (uint64_t)1, memory_order_relaxed);
-      if (i >= ntasks) break;
-      int j = (int)((d + 1 + (int)(i / per_block)) % w); /* the block: from rank j */
-      size_t off = (size_t)(i % per_block) * task;
-      size_t len = bytes - off < task ? bytes - off : task;
-      const char* src = ins[j] + (job->alltoall ? (size_t)d * bytes : 0) + off;
-      copy_out(outs[d] + (size_t)j * bytes + off, src, len, stream);
-    }
+    while ((i = atomic_fetch_add_explicit(&s->ctrl[d].share_next, (uint64_t)1,
+                                          memory_order_relaxed)) < ntasks)
+      share_task(job, ins, outs, w, d, i, per_block, task, stream);
   }
   shm_post(s, 3 * g + 3);
   QCCL_CHECK(shm_wait_all(s, 3 * g + 3));

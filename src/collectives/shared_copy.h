@@ -22,10 +22,11 @@ typedef struct {
  * Returns whether it offered. */
 int share_offer(qcclComm_t comm, uint64_t g, const share_job_t* job, int in_published);
 
-/* After posting 3g+1 and copying its own block, when share_offer returned
- * 1: runs the rest of the call shared if every rank offered (*shared = 1;
- * chunk g is then done), else does nothing but wait for every rank's 3g+1
- * (*shared = 0). */
+/* After posting 3g+1, when share_offer returned 1: copies this rank's own
+ * block (alone, or with peers that arrive first), then runs the rest of
+ * the call shared if every rank offered (*shared = 1; chunk g is then
+ * done); else returns after every rank's 3g+1 with only the own block
+ * copied (*shared = 0). */
 qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int* shared);
 
 #endif /* QCCL_COLLECTIVES_SHARED_COPY_H_ */
