@@ -219,7 +219,37 @@ def ratio(x, y):
     return "–" if x is None or y is None or y <= 0 else f"{x / y:.2f}"
 
 
-def markdown(res, bounds, a, meta, latency):
+def limit_table(res, bw, a, n):
+    """Per collective at the largest size: the bytes each rank must move, the
+    time that takes at the run's copy bandwidth, and the achieved times."""
+    rate = bw.get(min(n, os.cpu_count() or 1), {})
+    rows = []
+    for coll in a.colls:
+        sizes = sorted(res.get(("qccl", n, coll)) or {})
+        if not sizes or sizes[-1] not in rate:
+            continue
+        s = sizes[-1]
+        traffic = phys_bytes(coll, s, n)
+        bound_ms = traffic / (rate[s] * 1e9) * 1e3
+        times = {lib: ((res.get((lib, n, coll)) or {}).get(s) or {}).get("out_of_place", {})
+                 .get("median_us") for lib in LIBS if lib in a.libs}
+        cells = [coll, human(s), f"{traffic / n / 2**20:.0f} MiB", f"{rate[s]:.1f}",
+                 f"{bound_ms:.1f}"]
+        cells += [fmt(None if times[lib] is None else times[lib] / 1e3, 1) for lib in times]
+        cells.append(fmt(None if not times.get("qccl") else bound_ms / (times["qccl"] / 1e3)))
+        rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    head = ["collective", "size", "each rank reads + writes", "copy GB/s (all ranks)",
+            "bound (ms)"] + [f"{LIB_NAMES[lib]} (ms)" for lib in LIBS if lib in a.libs]
+    head.append("bound / qccl")
+    return ([f"\n**Distance to the physical limit** at the largest size, {n} ranks: the "
+             f"bytes each rank must read and write (\"Physical bounds\"), the time they take "
+             f"at the run's median copy bandwidth, and each library's median call time\n",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + rows)
+
+
+def markdown(res, bounds, a, meta, latency, bw=None):
     out = []
     out.append(f"Run {meta['date']} on {meta['machine']}; commit {meta['commit']}; "
                f"{meta['versions']}. Load average before / after: {meta['load_before']} / "
@@ -246,6 +276,7 @@ def markdown(res, bounds, a, meta, latency):
     for n in a.ranks:
         out.append(f"\n### {n} ranks\n")
         out.append(f"![busbw vs size, {n} ranks](img/perf-compare-{n}ranks.png)\n")
+        out += limit_table(res, bw or {}, a, n)
         for coll in a.colls:
             sizes = sorted({s for lib in LIBS for s in (res.get((lib, n, coll)) or {})})
             if not sizes:
@@ -609,7 +640,7 @@ def report(a, res, outdir, state):
                                  bus_factor(coll, n)
                                  for s, b in bw.get(min(n, ncpu), {}).items()
                                  if a.minbytes <= s <= a.maxbytes}
-    md = markdown(res, bounds, a, state["meta"], latency)
+    md = markdown(res, bounds, a, state["meta"], latency, bw)
     if state["failed"]:
         md += "\nRuns that failed: " + ", ".join(state["failed"]) + "\n"
     with open(os.path.join(outdir, "compare.md"), "w") as f:
