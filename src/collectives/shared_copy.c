@@ -47,8 +47,8 @@
 
 /* Task bytes: about 32 tasks per output (enough to even out cores that run
  * at different speeds), whole pages, 4 KiB .. 4 MiB. */
-static size_t share_task_bytes(size_t queue_bytes) {
-  size_t t = (queue_bytes / 32 + 4095) & ~(size_t)4095;
+static size_t share_task_bytes(size_t out_bytes) {
+  size_t t = (out_bytes / 32 + 4095) & ~(size_t)4095;
   if (t < 4096) t = 4096;
   if (t > (size_t)4 << 20) t = (size_t)4 << 20;
   return t;
