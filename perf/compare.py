@@ -156,12 +156,8 @@ def load_json(path):
 
 
 def load_rows(jpath):
-    try:
-        with open(jpath) as f:
-            d = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return {r["size"]: r for r in d["rows"]}
+    d = load_json(jpath)
+    return None if d is None else {r["size"]: r for r in d["rows"]}
 
 
 def copybw(tools, threads, a, outdir, tag):
@@ -169,10 +165,8 @@ def copybw(tools, threads, a, outdir, tag):
     rc, _ = run([tools["qccl-copybw"], "-t", str(threads), "-b", str(a.minbytes), "-e",
                  str(a.maxbytes), "-f", str(a.stepfactor), "-n", "10", "-J", jpath],
                 os.path.join(outdir, f"copybw-t{threads}-{tag}.log"), a.timeout)
-    if rc != 0:
-        return {}
-    with open(jpath) as f:
-        return {r["size"]: r["gbps_aggr"] for r in json.load(f)["rows"]}
+    d = load_json(jpath) if rc == 0 else None
+    return {} if d is None else {r["size"]: r["gbps_aggr"] for r in d["rows"]}
 
 
 def handoff(tools, outdir, tag, timeout):
@@ -185,12 +179,8 @@ def handoff(tools, outdir, tag, timeout):
 
 
 def load_handoff(outdir, tag):
-    try:
-        with open(os.path.join(outdir, f"handoff-{tag}.json")) as f:
-            d = json.load(f)
-            return d["rtt_ns"], d["handoff_gbps"]
-    except (OSError, ValueError, KeyError):
-        return None
+    d = load_json(os.path.join(outdir, f"handoff-{tag}.json")) or {}
+    return (d["rtt_ns"], d["handoff_gbps"]) if "rtt_ns" in d and "handoff_gbps" in d else None
 
 
 def parse_size(s):

@@ -55,10 +55,10 @@ for i in $(seq 1 "$rounds"); do
 done
 python3 - "$out" "$ranks" "$size" <<'EOF'
 import collections, statistics as st, sys
+sys.path.insert(0, "perf")
+from compare import parse_size, phys_bytes  # noqa: E402 (the bounds of docs/PERF.md)
 runs, n = collections.defaultdict(dict), int(sys.argv[2])
-unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-size = sys.argv[3]
-S = int(size[:-1]) * unit[size[-1]] if size[-1] in unit else int(size)
+S = parse_size(sys.argv[3])
 for line in open(sys.argv[1]):
     i, h, bw, coll, mode, us = line.split()
     if us == "failed":
@@ -68,10 +68,9 @@ for coll in ("allgather", "alltoall"):
     pairs = [v for k, v in runs.items() if k[0] == coll]
     for mode in ("off", "on"):
         t = [p[mode][0] for p in pairs]
-        # the bound: each rank reads and writes its whole output once (2 n S
-        # bytes over all ranks) at that round's copy bandwidth; the fraction
-        # is bound time / call time
-        f = [2 * n * S / (p[mode][1] * 1e9) * 1e6 / p[mode][0] for p in pairs]
+        # the bound: the collective's minimal traffic at that round's copy
+        # bandwidth; the fraction is bound time / call time
+        f = [phys_bytes(coll, S, n) / (p[mode][1] * 1e9) * 1e6 / p[mode][0] for p in pairs]
         print(f"{coll:9s} {mode:3s}: median {st.median(t):9.0f} us, {st.median(f):.2f} of the "
               f"copy bound (range {min(f):.2f}-{max(f):.2f}), {len(t)} rounds")
     r = [p["off"][0] / p["on"][0] for p in pairs]

@@ -26,11 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
+
+#include "probe.h"
 
 /* A barrier that spins (yielding, for more threads than CPUs): its
  * threads leave within a fraction of a microsecond of each other. */
@@ -58,17 +59,6 @@ typedef struct {
   double *t0, *t1; /* per round: when this thread started, ended */
   int failed;
 } copy_thread_t;
-
-static double copy_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int copy_cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 /* n bytes between 4096-aligned buffers, with streaming stores. */
 static void copy_nt(void* dst, const void* src, size_t n) {
@@ -113,9 +103,9 @@ static void* copy_thread(void* arg) {
   /* every thread takes part in every round, a failed one idly */
   for (int i = 0; i < c->iters; i++) {
     copy_barrier_wait(c->start);
-    c->t0[i] = copy_now();
+    c->t0[i] = probe_now();
     for (int k = 0; k < c->reps && !c->failed; k++) copy_once(c, dst, src);
-    c->t1[i] = copy_now();
+    c->t1[i] = probe_now();
   }
   free(src), free(dst);
   return NULL;
@@ -159,7 +149,7 @@ static int copy_run(size_t size, int iters, int threads, int nt, double* aggr) {
     }
     span[r] = last - first;
   }
-  qsort(span, (size_t)iters, sizeof(double), copy_cmp);
+  qsort(span, (size_t)iters, sizeof(double), probe_cmp_double);
   double med = iters % 2 ? span[iters / 2] : 0.5 * (span[iters / 2 - 1] + span[iters / 2]);
   *aggr = 2.0 * (double)size * (double)reps * (double)threads / med / 1e9;
   free(c), free(tid), free(times);

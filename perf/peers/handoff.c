@@ -25,8 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "probe.h"
 
 #define HO_TRIPS 20000
 #define HO_BATCHES 5
@@ -40,17 +41,6 @@ typedef struct {
   double* copy_s; /* [rounds], thread b */
   _Atomic int pin_failed;
 } handoff_t;
-
-static double ho_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int ho_cmp(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
 
 static int ho_pin(int cpu) {
   cpu_set_t set;
@@ -75,10 +65,10 @@ static void* ho_thread_b(void* arg) {
   for (int r = 0; r < h->rounds; r++) {
     while (atomic_load_explicit(&h->flag, memory_order_acquire) != 2 * (uint64_t)r + 1) {
     }
-    double t0 = ho_now();
+    double t0 = probe_now();
     memcpy(mine, h->buf, h->size);
     __asm__ __volatile__("" : : "r"(mine) : "memory");
-    h->copy_s[r] = ho_now() - t0;
+    h->copy_s[r] = probe_now() - t0;
     atomic_store_explicit(&h->flag, 2 * (uint64_t)r + 2, memory_order_release);
   }
   free(mine);
@@ -135,14 +125,14 @@ int main(int argc, char** argv) {
   if (ho_pin(h.cpu_a) != 0) h.pin_failed = 1;
   double batch[HO_BATCHES];
   for (int k = 0; k < HO_BATCHES && !h.pin_failed; k++) {
-    double t0 = ho_now();
+    double t0 = probe_now();
     for (uint64_t i = (uint64_t)k * HO_TRIPS; i < (uint64_t)(k + 1) * HO_TRIPS; i++) {
       atomic_store_explicit(&h.ball, 2 * i + 1, memory_order_release);
       while (atomic_load_explicit(&h.ball, memory_order_acquire) != 2 * i + 2) {
         if (h.pin_failed) break;
       }
     }
-    batch[k] = (ho_now() - t0) / HO_TRIPS;
+    batch[k] = (probe_now() - t0) / HO_TRIPS;
   }
   if (h.pin_failed) {
     pthread_join(tb, NULL);
@@ -156,8 +146,8 @@ int main(int argc, char** argv) {
     }
   }
   pthread_join(tb, NULL);
-  qsort(batch, HO_BATCHES, sizeof(double), ho_cmp);
-  qsort(h.copy_s, (size_t)h.rounds, sizeof(double), ho_cmp);
+  qsort(batch, HO_BATCHES, sizeof(double), probe_cmp_double);
+  qsort(h.copy_s, (size_t)h.rounds, sizeof(double), probe_cmp_double);
   double rtt_ns = batch[HO_BATCHES / 2] * 1e9;
   double gbps = (double)h.size / h.copy_s[h.rounds / 2] / 1e9;
   printf("# qccl-handoff: CPUs %d -> %d, %zu bytes, median of %d rounds\n", h.cpu_a, h.cpu_b,
