@@ -53,9 +53,8 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
   if (w > 1 && cma_use(s, bytes)) return allgather_cma(comm, in, out, bytes, stream);
-  int own = out + (size_t)r * bytes != in; /* the own block must be copied */
   if (w == 1) {
-    if (own) copy_out(out, in, bytes, stream);
+    if (out != in) copy_out(out, in, bytes, stream);
     return qcclSuccess;
   }
   /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
@@ -73,11 +72,8 @@ qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
     coll_stats_shm(comm, m);
     shm_post(s, 3 * g + 1);
     if (off == 0) {
-      int shared = 0; /* every buffer in qcclMemAlloc memory: the work shared out */
-      if (offered)
-        QCCL_CHECK(share_run(comm, g, &job, &shared)); /* copies the own block either way */
-      else if (own)
-        copy_out(out + (size_t)r * bytes, in, bytes, stream);
+      int shared; /* the own block; all of it when every rank offered */
+      QCCL_CHECK(share_run(comm, g, &job, offered, &shared));
       if (shared) {
         coll_stats_shm(comm, bytes - m);
         return qcclSuccess;

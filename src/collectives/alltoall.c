@@ -77,11 +77,8 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
     coll_stats_shm(comm, (size_t)(w - 1) * m);
     shm_post(s, 3 * g + 1);
     if (off == 0) {
-      int shared = 0; /* every buffer in qcclMemAlloc memory: the work shared out */
-      if (offered)
-        QCCL_CHECK(share_run(comm, g, &job, &shared)); /* copies the own block either way */
-      else
-        copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
+      int shared; /* the own block; all of it when every rank offered */
+      QCCL_CHECK(share_run(comm, g, &job, offered, &shared));
       if (shared) {
         coll_stats_shm(comm, (size_t)(w - 1) * (bytes - m));
         return qcclSuccess;

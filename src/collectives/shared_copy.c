@@ -78,17 +78,23 @@ static void share_task(const share_job_t* job, const char* const* ins, char* con
   if (dst != src) copy_out(dst, src, len, stream); /* equal: AllGather's own block in place */
 }
 
-qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int* shared) {
+qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int offered,
+                       int* shared) {
   shm_t* s = comm->shm;
   int w = comm->nranks, r = comm->rank;
   size_t bytes = job->bytes, total = bytes * (size_t)w;
   size_t in_len = job->alltoall ? total : bytes;
   int stream = total >= COPY_STREAM_MIN_TOTAL;
-  size_t task = share_task_bytes(total);
-  uint64_t per_block = (bytes + task - 1) / task, ntasks = per_block * (uint64_t)w;
   const char* ins[w];
   char* outs[w];
   ins[r] = job->in, outs[r] = job->out;
+  *shared = 0;
+  if (!offered) { /* the own block as one task */
+    share_task(job, ins, outs, w, r, 0, 1, bytes, stream);
+    return qcclSuccess;
+  }
+  size_t task = share_task_bytes(total);
+  uint64_t per_block = (bytes + task - 1) / task, ntasks = per_block * (uint64_t)w;
   _Atomic uint64_t* mine = &s->ctrl[r].share_next;
   /* the own block's tasks need no peer: claim them while the peers arrive
    * (a peer that arrives first may take some); the first later task this
@@ -96,7 +102,6 @@ qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int*
   uint64_t i;
   while ((i = atomic_fetch_add_explicit(mine, (uint64_t)1, memory_order_relaxed)) < per_block)
     share_task(job, ins, outs, w, r, i, per_block, task, stream);
-  *shared = 0;
   QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
   for (int j = 0; j < w; j++) {
     if (j == r) continue;

@@ -22,11 +22,13 @@ typedef struct {
  * Returns whether it offered. */
 int share_offer(qcclComm_t comm, uint64_t g, const share_job_t* job, int in_published);
 
-/* After posting 3g+1, when share_offer returned 1: copies this rank's own
- * block (alone, or with peers that arrive first), then runs the rest of
- * the call shared if every rank offered (*shared = 1; chunk g is then
- * done); else returns after every rank's 3g+1 with only the own block
- * copied (*shared = 0). */
-qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int* shared);
+/* After posting 3g+1 of the first chunk, offered: what share_offer
+ * returned. Copies this rank's own block (when it offered, with peers that
+ * arrive first) and, if every rank offered, the rest of the call, shared
+ * (*shared = 1; chunk g is then done). Otherwise (*shared = 0) it returns
+ * with only the own block copied, after every rank's 3g+1 if it offered,
+ * at once if not. */
+qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int offered,
+                       int* shared);
 
 #endif /* QCCL_COLLECTIVES_SHARED_COPY_H_ */
