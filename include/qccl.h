@@ -123,10 +123,23 @@ typedef enum {
   qcclNumTypes = 12
 } qcclDataType_t;
 
-/* A stream. NULL means: the call returns when the operation is complete on
- * this rank. Host and CUDA streams are not supported yet: any non-NULL
- * stream is refused with qcclInvalidUsage. */
+/* A stream, in NCCL's slot of every call:
+ *  - NULL: the call returns when the operation is complete on this rank;
+ *  - a host stream from qcclStreamCreate: the call checks its arguments at
+ *    once (a bad argument is the call's own result, nothing is queued),
+ *    then is queued and returns; qcclStreamSynchronize / qcclStreamQuery
+ *    and events report completion and asynchronous errors;
+ *  - any other value is taken as a cudaStream_t (device buffers, a later
+ *    version; until then refused with qcclInvalidArgument naming stream).
+ * Host streams are told apart by address: the library keeps the set of
+ * live host streams, so a cudaStream_t (or cudaStreamLegacy = 0x1) is
+ * never dereferenced as one of ours. */
 typedef void* qcclStream_t;
+
+/* An event recorded on a host stream: it completes when every call queued
+ * on that stream before the record has completed. One event per call
+ * gives a handle per call. */
+typedef struct qcclEvent* qcclEvent_t;
 
 /* ------------------------------------------------------------------------
  * Library and communicator lifecycle
@@ -168,15 +181,23 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm);
 qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newcomm,
                            qcclConfig_t* config);
 
-/* Completes every outstanding operation of comm. Calls after it other than
- * qcclCommDestroy and the query functions are refused. */
+/* Waits until every call of comm queued on host streams has completed
+ * (or failed), then returns comm's asynchronous error. Calls after it other
+ * than qcclCommDestroy and the query functions are refused. */
 qcclResult_t qcclCommFinalize(qcclComm_t comm);
 
-/* Frees every resource of comm. Local: does not wait for other ranks. */
+/* Waits until every call of comm queued on host streams has completed (each
+ * within QCCL_TIMEOUT), then frees every resource of comm. Does not wait
+ * for other ranks. Calling it while another thread is inside a call on
+ * comm is an error of the program (use qcclCommAbort). */
 qcclResult_t qcclCommDestroy(qcclComm_t comm);
 
 /* Marks comm as failed, wakes peers waiting on this rank (they get
- * qcclRemoteError) and frees it, in bounded time, whatever peers do. */
+ * qcclRemoteError), and returns at once. Safe from any thread while other
+ * threads are inside calls on comm or calls are queued on streams: every
+ * such call returns (or completes on its stream) with an error within 1 s,
+ * and comm's memory is freed when the last of them has left. The handle
+ * must not be used after this call. */
 qcclResult_t qcclCommAbort(qcclComm_t comm);
 
 /* Reports the first asynchronous error of comm (qcclSuccess if none). Once
@@ -278,6 +299,64 @@ qcclResult_t qcclGroupStart(void);
  * sends and receives together (so a ring exchange cannot deadlock), and
  * returns when all are complete, or the first error. */
 qcclResult_t qcclGroupEnd(void);
+
+/* ------------------------------------------------------------------------
+ * Host streams and events (src/core/stream.c, collectives/engine.c)
+ *
+ * A host stream runs the calls queued on it in the order they were queued,
+ * one after the other, on a thread of its own. Calls of one communicator
+ * run in the order they were issued (queued or called with stream NULL),
+ * whatever their streams: as with NCCL, every rank must issue a
+ * communicator's calls in the same order. Calls of different communicators
+ * on different streams run concurrently. A group (qcclGroupStart/End) is
+ * one queued unit; all its calls must name the same stream.
+ *
+ * Errors: a call that fails on a stream (a dead or silent peer, the
+ * timeout) fails its communicator for good (qcclCommGetAsyncError, and
+ * every later call on it returns that error). The stream keeps its first
+ * error: qcclStreamSynchronize, qcclStreamQuery and the events recorded
+ * after it return it, and qcclGetLastError(NULL) on the waiting thread
+ * gives its message. Calls queued after a failed one still run (calls of
+ * other communicators are not affected).
+ * ------------------------------------------------------------------------ */
+
+/* Creates a host stream. */
+qcclResult_t qcclStreamCreate(qcclStream_t* stream);
+
+/* Waits until every call queued on stream has completed (each ends within
+ * QCCL_TIMEOUT, or within 1 s of an abort of its communicator), then
+ * frees the stream. Returns the stream's first error, or qcclSuccess. */
+qcclResult_t qcclStreamDestroy(qcclStream_t stream);
+
+/* Waits until every call queued on stream so far has completed. Returns
+ * the stream's first error, or qcclSuccess. NULL returns at once. */
+qcclResult_t qcclStreamSynchronize(qcclStream_t stream);
+
+/* qcclInProgress while calls queued on stream are not complete, else the
+ * stream's first error, or qcclSuccess. Never blocks. */
+qcclResult_t qcclStreamQuery(qcclStream_t stream);
+
+/* Creates an event (complete until first recorded). */
+qcclResult_t qcclEventCreate(qcclEvent_t* event);
+
+/* Records event on stream: from now on the event is complete once every
+ * call queued on stream before this point has completed. Recording again
+ * moves the event to the new point. */
+qcclResult_t qcclEventRecord(qcclEvent_t event, qcclStream_t stream);
+
+/* qcclInProgress, or the result of the calls before the record point (the
+ * stream's first error up to there), without blocking. */
+qcclResult_t qcclEventQuery(qcclEvent_t event);
+
+/* Waits for the event's record point; returns what qcclEventQuery would. */
+qcclResult_t qcclEventSynchronize(qcclEvent_t event);
+
+/* Makes the calls queued on stream from now on wait for event's current
+ * record point (a dependency between two streams). */
+qcclResult_t qcclStreamWaitEvent(qcclStream_t stream, qcclEvent_t event);
+
+/* Frees an event; a record still pending completes without it. */
+qcclResult_t qcclEventDestroy(qcclEvent_t event);
 
 /* ------------------------------------------------------------------------
  * Topology. Ranks are placed on nodes by host identity (hostname + boot
