@@ -238,7 +238,7 @@ qcclResult_t qcclCommSetPolicy(qcclComm_t comm, qcclStatColl_t collective,
                                const qcclQuantSpec_t* spec, size_t minBytes) {
   static const char fn[] = "qcclCommSetPolicy";
   err_clear();
-  qcclResult_t r = zero_check_comm(fn, comm, NULL);
+  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
   if (r != qcclSuccess) return zero_fail(comm, r);
   int idx = collective == qcclStatAllGather       ? ZERO_POL_AG
             : collective == qcclStatReduceScatter ? ZERO_POL_RS

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "collectives/coll.h"
+#include "core/stream.h"
 #include "quant/quant.h"
 
 /* Where the ranks sit. */
@@ -73,7 +74,7 @@ qcclResult_t zero_isa(quant_isa_t* isa);
 
 /* ---- argument checks (messages name the function and the argument) ---- */
 
-qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream);
+qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s);
 qcclResult_t zero_check_type(const char* fn, qcclDataType_t t);
 /* count * factor elements of es bytes must fit in memory. */
 qcclResult_t zero_check_count(const char* fn, const char* what, size_t count, size_t factor,
@@ -113,14 +114,15 @@ typedef struct zero_op {
   int residual_tag;
   struct qcclSecondary* sec; /* AGQ: the hpZ shard to fill, or NULL */
   unsigned long long gen;
+  stream_t* stream; /* the host stream it was issued on, or NULL */
 } zero_op_t;
 
 /* Runs n calls in order, fusing consecutive compatible ones into one
  * bucket. Frees nothing. */
 qcclResult_t zero_run_ops(zero_op_t* const* ops, int n);
 
-/* Runs one call now or queues it in the open group (group.c), which then
- * owns a copy. */
+/* Runs one call now, queues it on its host stream (op->stream), or adds it
+ * to the open group (group.c); the last two keep a copy. */
 qcclResult_t group_submit_zero(qcclComm_t comm, const zero_op_t* op);
 
 /* ---- the algorithms ---- */
