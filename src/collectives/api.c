@@ -284,7 +284,6 @@ int coll_stat_slot_of(coll_kind_t kind) {
 }
 
 qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
-  if (zero_policy_applies(comm, a)) return zero_policy_run(comm, a); /* QCCL_POLICY */
   int prev = coll_stats_enter(comm, coll_stat_slot[a->kind]);
   qcclResult_t r = qcclSuccess;
   /* NCCL's rule: a collective of zero elements is a no-op (its buffers may

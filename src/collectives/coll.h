@@ -61,7 +61,7 @@ typedef struct {
 } coll_args_t;
 
 struct qcclComm {
-  uint32_t magic;
+  _Atomic uint32_t magic; /* read by calls inside while another thread aborts */
   int rank, nranks;
   bootstrap_t* boot;
   shm_t* shm;

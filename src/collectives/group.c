@@ -184,26 +184,24 @@ static qcclResult_t group_check_stream(stream_t* s) {
 }
 
 qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a, stream_t* s) {
+  if (zero_policy_applies(comm, a)) {
+    /* quantized by a policy (QCCL_POLICY, qcclCommSetPolicy): issued as its
+     * ZeRO++ call, which can join a bucket in a group */
+    zero_op_t zop;
+    qcclResult_t r = zero_policy_op(comm, a, &zop);
+    if (r != qcclSuccess) return zero_fail(comm, r);
+    zop.stream = s;
+    return group_submit_zero(comm, &zop);
+  }
   if (group_depth == 0) {
     group_op_t one = {comm, *a, NULL};
     return group_exec(&one, 1, 0, s);
   }
   QCCL_CHECK(group_check_stream(s));
   QCCL_CHECK(group_grow());
-  zero_op_t* zq = NULL;
-  if (zero_policy_applies(comm, a)) {
-    /* quantized by a policy: queued as its ZeRO++ call, so it can join a bucket */
-    zq = malloc(sizeof *zq);
-    if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a grouped call");
-    qcclResult_t r = zero_policy_op(comm, a, zq);
-    if (r != qcclSuccess) {
-      free(zq);
-      return r;
-    }
-  }
   group_ops[group_n].comm = comm;
   group_ops[group_n].args = *a;
-  group_ops[group_n].zq = zq;
+  group_ops[group_n].zq = NULL;
   group_n++;
   return qcclSuccess;
 }

@@ -186,15 +186,24 @@ static void case_many(mr_t* t) {
 
 /* ---- the call returns before the data is there ------------------------- */
 
-static void case_async(mr_t* t, qcclStream_t s) {
+/* Every kind of call returns before its peers have even issued theirs. */
+static void case_async(mr_t* t, qcclStream_t s, int k) {
   mr_case_t c;
-  if (t->nranks < 2 || !mr_case_begin(t, &c, "queued call returns at once; query in progress"))
+  if (t->nranks < 2 ||
+      !mr_case_begin(t, &c, "queued %s returns at once; query in progress", knames[k]))
     return;
+  const size_t n = 4096;
+  float* in = calloc((2 * (size_t)t->nranks + 1) * n, sizeof *in);
+  float* out = calloc((2 * (size_t)t->nranks + 1) * n, sizeof *out);
+  for (size_t i = 0; i < (size_t)t->nranks * n; i++) in[i] = (float)(i % 17);
+  qcclSecondary_t sec = NULL;
+  if (k == K_HPZ) MR_OK(&c, qcclSecondaryCreate(t->comm, n, qcclFloat32, NULL, &sec));
   int32_t x = t->rank + 1, y = 0;
   qcclEvent_t e;
   MR_OK(&c, qcclEventCreate(&e));
   if (t->rank != 0) sleep_s(0.3);
   double t0 = mr_now();
+  MR_OK(&c, issue(k, t, in, out, n, qcclFloat32, s, sec, 3));
   MR_OK(&c, qcclAllReduce(&x, &y, 1, qcclInt32, qcclSum, t->comm, s));
   MR_OK(&c, qcclEventRecord(e, s));
   double dt = mr_now() - t0;
@@ -209,6 +218,9 @@ static void case_async(mr_t* t, qcclStream_t s) {
   if (y != t->nranks * (t->nranks + 1) / 2) mr_case_fail(&c, "sum %d", y);
   MR_OK(&c, qcclEventDestroy(e));
   MR_OK(&c, qcclStreamSynchronize(s));
+  if (sec) MR_OK(&c, qcclSecondaryDestroy(sec));
+  free(in);
+  free(out);
   mr_case_end(&c);
 }
 
@@ -383,7 +395,8 @@ int main(int argc, char** argv) {
         case_equal(&t, k, dts[d], counts[n], s);
       }
   case_many(&t);
-  case_async(&t, s);
+  for (int k = 0; k < K_NUM; k++)
+    if (k != K_BARRIER || t.nranks > 1) case_async(&t, s, k);
   case_threads(&t);
   case_wait_event(&t);
   case_destroy(&t, 1);

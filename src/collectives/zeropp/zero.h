@@ -175,14 +175,11 @@ qcclResult_t zero_run_one(const zero_op_t* op);
 
 /* ---- policy (policy.c) ---- */
 
-/* 1 if a policy turns this plain call (made by the user: no public call
- * in progress on comm) into a quantized one. */
+/* 1 if a policy turns this plain call, issued by the user, into a
+ * quantized one (decided when the call is issued, group.c). */
 int zero_policy_applies(qcclComm_t comm, const coll_args_t* a);
 
 /* The quantized call of a plain one for which zero_policy_applies. */
 qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op);
-
-/* Runs it now. */
-qcclResult_t zero_policy_run(qcclComm_t comm, const coll_args_t* a);
 
 #endif /* QCCL_ZERO_ZERO_H_ */

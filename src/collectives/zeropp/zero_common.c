@@ -81,7 +81,7 @@ qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
 }
 
 qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) {
-  struct zero_comm* z;
+  struct zero_comm* z = NULL;
   QCCL_CHECK(zero_state(comm, &z));
   if (bytes == 0) bytes = 1;
   if (bytes > z->scratch_bytes[which]) {
