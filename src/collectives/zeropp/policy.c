@@ -254,7 +254,7 @@ qcclResult_t qcclCommSetPolicy(qcclComm_t comm, qcclStatColl_t collective,
     p.min_bytes = minBytes;
     p.set = 1;
   }
-  struct zero_comm* z;
+  struct zero_comm* z = NULL;
   r = zero_state(comm, &z);
   if (r != qcclSuccess) return zero_fail(comm, r);
   z->policy[idx] = p;
