@@ -105,6 +105,7 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   comm_topo_free(c);
   free(c->scratch[0]);
   free(c->scratch[1]);
+  free(c->check_recs);
   zero_comm_free(c->zero);
   free(c);
 }
@@ -284,6 +285,7 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
     QCCL_CHECK_GOTO(comm_connect_local(c), r, fail);
   else
     QCCL_CHECK_GOTO(comm_connect_remote(c, peers, config), r, fail);
+  QCCL_CHECK_GOTO(coll_agree_init(c), r, fail);
   c->stats_own.cur = -1;
   coll_stats_attach(c, &c->stats_own);
   if (c->node) c->node->top = c; /* their waits check this one's abort */
