@@ -117,6 +117,8 @@ static int sock_if_match(const char* name, const char* spec) {
 
 qcclResult_t sock_pick_interface(sock_addr_t* out) {
   const char* spec = env_get("QCCL_SOCKET_IFNAME");
+  if (spec && strlen(spec) >= 256)
+    return QCCL_ERR(qcclInvalidArgument, "QCCL_SOCKET_IFNAME is longer than 255 characters");
   struct ifaddrs *ifs = NULL, *pick = NULL, *lo = NULL;
   if (getifaddrs(&ifs) != 0) return QCCL_ERRNO(qcclSystemError, errno, "getifaddrs");
   for (int pass = 0; pass < 2 && pick == NULL; pass++) {

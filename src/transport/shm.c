@@ -103,9 +103,10 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
     return QCCL_ERR(qcclSystemError, "out of memory");
   }
   int64_t chunk, chan;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
   QCCL_CHECK_GOTO(
-      env_get_int("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30, &chan), r, fail);
+      env_get_size("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30, &chan), r,
+      fail);
   if (chan & (chan - 1)) {
     r = QCCL_ERR(qcclInvalidArgument, "QCCL_SHM_P2P_BYTES=%lld is not a power of two",
                  (long long)chan);
@@ -121,10 +122,10 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   int64_t nt;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;
   int64_t share;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_SHARE_BYTES", 8 << 20, 0, INT64_MAX, &share), r, fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_SHARE_BYTES", 8 << 20, 0, INT64_MAX, &share), r, fail);
   s->share_min = (size_t)share;
   s->bytes = shm_layout(s);
 
