@@ -386,6 +386,18 @@ static qcclResult_t boot_root_watch_check(void* ctx, const struct pollfd* p, int
 
 static void boot_fork_forget(int fd);
 
+typedef struct {
+  const boot_table_t* t;
+} boot_late_t;
+
+static int boot_root_take_late(void* ctx, int fd, const boot_peer_hello_t* h, int* done) {
+  const boot_late_t* l = ctx;
+  (void)h;
+  (void)done;
+  boot_root_refuse(fd, (qcclResult_t)l->t->status, l->t->why);
+  return 0;
+}
+
 static void* boot_root_main(void* argp) {
   boot_root_args_t a = *(boot_root_args_t*)argp;
   free(argp);
@@ -397,8 +409,6 @@ static void* boot_root_main(void* argp) {
                       .ctx = &st,
                       .who = "bootstrap root"};
   qcclResult_t r = boot_serve(a.lfd, a.secret, a.deadline, &sv);
-  boot_fork_forget(a.lfd);
-  close(a.lfd);
   err_clear();
   boot_table_t t;
   memset(&t, 0, sizeof t);
@@ -419,6 +429,16 @@ static void* boot_root_main(void* argp) {
       sock_send_all(st.fds[i], st.addrs, (size_t)st.nranks * BOOT_ADDR_BYTES, d);
   }
   boot_root_free(&st);
+  if (t.status == qcclRemoteError) {
+    /* ranks still on their way would find the port closed and retry until
+     * their timeout (the root may just not listen yet, for all they know):
+     * give each the verdict instead, until the rendezvous' deadline */
+    boot_late_t late = {&t};
+    boot_server_t lv = {.take = boot_root_take_late, .ctx = &late, .who = "bootstrap root"};
+    boot_serve(a.lfd, a.secret, a.deadline, &lv);
+  }
+  boot_fork_forget(a.lfd);
+  close(a.lfd);
   err_clear();
   return NULL;
 }
@@ -593,6 +613,7 @@ qcclResult_t boot_init(const boot_id_t* id, int rank, int nranks, double timeout
   boot_hello_t h;
   boot_hello_fill(&h, b, &bound);
   QCCL_CHECK_GOTO(sock_send_all(rfd, &h, sizeof h, deadline), r, fail);
+  QCCL_INFO(LOG_BOOT, "rank %d of %d sent its hello to the root", rank, nranks);
   boot_table_t t;
   QCCL_CHECK_GOTO(sock_recv_all(rfd, &t, sizeof t, deadline), r, fail);
   QCCL_CHECK_GOTO(boot_table_parse(&t, sizeof t, rank, nranks), r, fail);
