@@ -10,7 +10,9 @@
  *   big    rank 0 sends 4 MiB, rank 1 receives 2 MiB: the sender cannot
  *          finish (the ring is smaller than the message), and must fail
  *          with qcclInvalidUsage within 3 s, not wait for its timeout
- *          (issue 14: it waited QCCL_TIMEOUT)
+ *          (issue 14: it waited QCCL_TIMEOUT); the receiver stays 4 s
+ *          after its own failure, so its exit cannot be what tells the
+ *          sender
  *   --group  both calls inside qcclGroupStart/End
  * In short and long the sender may succeed or fail (qcclInvalidUsage,
  * qcclRemoteError or qcclTimeout); both must return within QCCL_TIMEOUT
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mr_util.h"
 
@@ -71,6 +74,9 @@ int main(int argc, char** argv) {
       mr_case_fail(&c, "receiver got %s, expected qcclInvalidUsage", qcclGetErrorString(r));
     else if (!*qcclGetLastError(t.comm))
       mr_case_fail(&c, "qcclGetLastError is empty after the failure");
+    /* stay (as an application would): the sender must not learn of the
+     * failure from this rank's exit */
+    if (big) usleep(4000000);
   }
   mr_buf_check_guards(&c, &b, t.rank == 0 ? "send buffer" : "receive buffer");
   if (mr_now() - t0 > limit)
