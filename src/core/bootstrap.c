@@ -53,6 +53,8 @@ typedef struct {
   uint32_t pad2;
 } boot_hello_t;
 
+_Static_assert(sizeof(boot_hello_t) == BOOT_HELLO_BYTES, "the hello's wire size");
+
 /* The root's answer: a header, then nranks addresses. */
 typedef struct {
   uint32_t magic;

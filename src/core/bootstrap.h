@@ -69,6 +69,7 @@ void boot_close(bootstrap_t* b);
 
 #define BOOT_ADDR_BYTES 28
 #define BOOT_MAX_RANKS (1 << 20)
+#define BOOT_HELLO_BYTES 64 /* a hello on the wire */
 
 /* What a hello says once its magic and secret are checked. */
 typedef struct {

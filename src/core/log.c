@@ -36,7 +36,7 @@ static const struct {
     {"ENV", LOG_ENV},     {"ALL", LOG_ALL},
 };
 
-int log_subsys_parse(const char* s) {
+int log_subsys_parse(const char* s, FILE* complain) {
   int invert = 0, mask = 0;
   if (*s == '^') {
     invert = 1;
@@ -44,8 +44,9 @@ int log_subsys_parse(const char* s) {
   }
   char buf[256];
   if (strlen(s) >= sizeof buf) {
-    fprintf(stderr, "qccl: QCCL_DEBUG_SUBSYS is longer than %zu characters; using ALL\n",
-            sizeof buf - 1);
+    if (complain)
+      fprintf(complain, "qccl: QCCL_DEBUG_SUBSYS is longer than %zu characters; using ALL\n",
+              sizeof buf - 1);
     return LOG_ALL;
   }
   snprintf(buf, sizeof buf, "%s", s);
@@ -57,8 +58,8 @@ int log_subsys_parse(const char* s) {
         mask |= log_subsys_names[i].bit;
         known = 1;
       }
-    if (!known)
-      fprintf(stderr,
+    if (!known && complain)
+      fprintf(complain,
               "qccl: QCCL_DEBUG_SUBSYS: '%.64s' is not a subsystem (INIT, TOPO, NET, "
               "COLL, QUANT, ZERO, SHM, BOOT, ENV, ALL); ignored\n",
               tok);
@@ -118,7 +119,7 @@ static void log_init(void) {
     }
   }
   const char* sub = getenv("QCCL_DEBUG_SUBSYS");
-  if (sub) log_mask = log_subsys_parse(sub);
+  if (sub) log_mask = log_subsys_parse(sub, stderr);
   const char* file = getenv("QCCL_DEBUG_FILE");
   log_file = stderr;
   if (file && *file) log_open_file(file);

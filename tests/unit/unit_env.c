@@ -137,8 +137,8 @@ static void parsers(void) {
   longalgo[300] = '\0';
   algo_case(longalgo, 0, 0, 0); /* issue 14: it was cut at 255 characters */
 
-  EXPECT(log_subsys_parse("boot,ENV") == (LOG_BOOT | LOG_ENV), "subsys boot,ENV");
-  EXPECT(log_subsys_parse("^boot") == (LOG_ALL & ~LOG_BOOT), "subsys ^boot");
+  EXPECT(log_subsys_parse("boot,ENV", NULL) == (LOG_BOOT | LOG_ENV), "subsys boot,ENV");
+  EXPECT(log_subsys_parse("^boot", NULL) == (LOG_ALL & ~LOG_BOOT), "subsys ^boot");
 }
 
 /* Runs fn in a child with the environment pairs set; returns its exit
