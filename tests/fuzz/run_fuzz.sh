@@ -5,12 +5,12 @@
 # working directory (crash-*), the way libFuzzer prints it.
 #   usage: run_fuzz.sh TARGET SECONDS
 set -euo pipefail
-target=$1
+target=$(realpath "$1")
 secs=$2
 name=$(basename "$target")
 work=$(mktemp -d "/tmp/qccl-$name.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-seeds="$(dirname "$0")/seeds/$name"
+seeds="$(dirname "$(realpath "$0")")/seeds/$name"
 mkdir -p "$work/corpus"
 if [ -d "$seeds" ]; then cp "$seeds"/* "$work/corpus/" 2>/dev/null || true; fi
 cd "$work"
