@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "collectives/algo_env.h"
 #include "collectives/coll.h"
 #include "collectives/comm_topo.h"
 #include "collectives/engine.h"
@@ -122,52 +123,10 @@ qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out) 
   return qcclSuccess;
 }
 
-/* QCCL_ALGO: a comma list of collective:algorithm (NCCL's syntax), for
- * communicators that span hosts: flat (ring or direct over all ranks) or
- * hier (two-level) for allreduce, allgather, reducescatter, broadcast and
- * reduce; auto lets the topology decide. Anything else is refused with the
- * variable named. */
+/* QCCL_ALGO (collectives/algo_env.c). */
 static qcclResult_t comm_parse_algo(qcclComm_t c) {
-  static const struct {
-    const char* name;
-    coll_kind_t kind;
-  } colls[] = {{"allreduce", COLL_ALLREDUCE},
-               {"allgather", COLL_ALLGATHER},
-               {"reducescatter", COLL_REDUCESCATTER},
-               {"broadcast", COLL_BROADCAST},
-               {"reduce", COLL_REDUCE}};
   const char* v = env_get("QCCL_ALGO");
-  if (v == NULL) return qcclSuccess;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", v);
-  char* save = NULL;
-  for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    char* colon = strchr(t, ':');
-    if (colon == NULL)
-      return QCCL_ERR(qcclInvalidArgument, "QCCL_ALGO='%s': '%s' is not collective:algorithm", v,
-                      t);
-    *colon = '\0';
-    const char* algo = colon + 1;
-    int k = -1;
-    for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
-      if (strcasecmp(t, colls[i].name) == 0) k = (int)colls[i].kind;
-    if (k < 0)
-      return QCCL_ERR(qcclInvalidArgument,
-                      "QCCL_ALGO='%s': no algorithm choice for '%s' (allreduce, allgather, "
-                      "reducescatter, broadcast, reduce)",
-                      v, t);
-    if (strcasecmp(algo, "flat") == 0 || strcasecmp(algo, "ring") == 0)
-      c->algo[k] = COLL_ALGO_FLAT;
-    else if (strcasecmp(algo, "hier") == 0)
-      c->algo[k] = COLL_ALGO_HIER;
-    else if (strcasecmp(algo, "auto") == 0)
-      c->algo[k] = COLL_ALGO_AUTO;
-    else
-      return QCCL_ERR(qcclInvalidArgument,
-                      "QCCL_ALGO='%s': %s algorithm '%s' is not flat, ring, hier or auto", v, t,
-                      algo);
-  }
-  return qcclSuccess;
+  return v == NULL ? qcclSuccess : coll_algo_parse(v, c->algo);
 }
 
 /* Numbers the hosts by first appearance: node_of[i] for every rank. */
