@@ -466,6 +466,18 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res) {
   return res;
 }
 
+void comm_tell_peers(qcclComm_t comm) {
+  if (atomic_exchange(&comm->peers_told, 1)) return;
+  shm_t* s = comm->node ? comm->node->shm : comm->shm;
+  if (s) shm_set_abort(s);
+#if QCCL_HAVE_UCX
+  ucx_break(comm->ucx);
+  if (comm->rail) ucx_break(comm->rail->ucx);
+#endif
+  QCCL_INFO(LOG_COLL, "comm %s rank %d failed before (%s): peers told", comm->name, comm->rank,
+            qcclGetErrorString(comm->async_error));
+}
+
 qcclResult_t qcclCommFinalize(qcclComm_t comm) {
   err_clear();
   QCCL_CHECK(comm_check(comm));
