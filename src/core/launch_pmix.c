@@ -27,7 +27,8 @@
 #include "core/log.h"
 #include "qccl_config.h"
 
-#if QCCL_HAVE_PMIX
+/* LAUNCH_PMIX_OFF: compile the build-without-libpmix side (a unit test does) */
+#if QCCL_HAVE_PMIX && !defined(LAUNCH_PMIX_OFF)
 #include <pmix.h>
 #include <pthread.h>
 #include <stdatomic.h>
