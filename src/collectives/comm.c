@@ -1,6 +1,8 @@
 /*
  * comm.c - communicator lifecycle: unique id, init (from an id or from the
- * launcher's environment), split, finalize, destroy, abort and queries.
+ * launcher's environment: who is who from core/launch.c, the id through
+ * PMIx or from QCCL_COMM_ID / MASTER_ADDR and the user's secret), split,
+ * finalize, destroy, abort and queries.
  *
  * Init: join the bootstrap (rendezvous + ring), exchange each rank's host
  * identity and pid, check that all ranks share one host (the inter-node
@@ -443,6 +445,41 @@ static void comm_env_check_local(const launch_t* l, qcclComm_t c) {
               c->rank, l->local_var, l->local_size, l->host, mine);
 }
 
+/* Under PMIx: rank 0 makes an id as qcclGetUniqueId does (a fresh random
+ * secret; on QCCL_COMM_ID's address if set) and hands it to the others
+ * through the launcher. If rank 0 cannot, it hands out its error instead
+ * (COMM_PMIX_FAILED and the message), so that no rank waits for an id that
+ * will not come. */
+#define COMM_PMIX_FAILED "qccl: rank 0 failed: "
+static qcclResult_t comm_env_pmix_id(const launch_t* l, double timeout, boot_id_t* id) {
+  qcclUniqueId packed;
+  memset(&packed, 0, sizeof packed);
+  qcclResult_t r = qcclSuccess;
+  if (l->rank == 0) {
+    const char* commid = env_get("QCCL_COMM_ID");
+    if (commid) {
+      r = sock_addr_parse(commid, "QCCL_COMM_ID", &id->root);
+      if (r == qcclSuccess) r = boot_random(id->secret, sizeof id->secret);
+      if (r == qcclSuccess) r = comm_env_serve(id, timeout);
+    } else {
+      r = comm_new_root(timeout, id);
+    }
+    if (r == qcclSuccess)
+      boot_id_pack(id, &packed);
+    else
+      snprintf(packed.internal, sizeof packed.internal, "%s%s", COMM_PMIX_FAILED, err_last());
+  }
+  char why[QCCL_LAST_ERROR_BYTES];
+  snprintf(why, sizeof why, "%s", err_last());
+  QCCL_CHECK(launch_pmix_share(l, &packed, timeout));
+  if (r != qcclSuccess) return QCCL_ERR(r, "%s", why);
+  if (strncmp(packed.internal, COMM_PMIX_FAILED, strlen(COMM_PMIX_FAILED)) == 0) {
+    packed.internal[sizeof packed.internal - 1] = '\0';
+    return QCCL_ERR(qcclRemoteError, "%s (the rendezvous through PMIx)", packed.internal + 6);
+  }
+  return boot_id_unpack(&packed, id);
+}
+
 qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm) {
   err_clear();
   if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "comm: NULL pointer");
@@ -454,23 +491,7 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm) {
   memset(&id, 0, sizeof id);
   const char* secret_from;
   if (l.pmix) {
-    /* rank 0 makes an id as qcclGetUniqueId does (a fresh random secret)
-     * and hands it to the others through the launcher */
-    qcclUniqueId packed;
-    memset(&packed, 0, sizeof packed);
-    if (l.rank == 0) {
-      const char* commid = env_get("QCCL_COMM_ID");
-      if (commid) {
-        QCCL_CHECK(sock_addr_parse(commid, "QCCL_COMM_ID", &id.root));
-        QCCL_CHECK(boot_random(id.secret, sizeof id.secret));
-        QCCL_CHECK(comm_env_serve(&id, timeout));
-      } else {
-        QCCL_CHECK(comm_new_root(timeout, &id));
-      }
-      boot_id_pack(&id, &packed);
-    }
-    QCCL_CHECK(launch_pmix_share(&l, &packed, timeout));
-    QCCL_CHECK(boot_id_unpack(&packed, &id));
+    QCCL_CHECK(comm_env_pmix_id(&l, timeout, &id));
     secret_from = "random, from rank 0 through PMIx";
   } else {
     QCCL_CHECK(comm_env_root(&l, &id.root));

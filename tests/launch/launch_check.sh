@@ -8,6 +8,7 @@
 #                                    qcclrun "[i] " prefix; no warning
 #   launch_check.sh error WORDS CMD... CMD must fail, and its output name
 #                                    every word of WORDS (comma separated)
+#   launch_check.sh pass TEXT CMD...   CMD must exit 0 and print TEXT
 # Extra variables for the ranks go in CMD (e.g. through `env` or -x); in CMD
 # @PORT@ becomes a free TCP port of 127.0.0.1 and @SECRET_FILE@ a fresh
 # secret file (mode 0600).
@@ -56,5 +57,10 @@ case $mode in
     done
     echo "ok: failed, naming ${words[*]}"
     ;;
-  *) echo "usage: launch_check.sh first N CMD... | error WORDS CMD..."; exit 2 ;;
+  pass)
+    [ "$rc" -eq 0 ] || { echo "FAIL: exit $rc"; exit 1; }
+    grep -qF -- "$arg" "$out" || { echo "FAIL: no '$arg' in the output"; exit 1; }
+    echo "ok: $arg"
+    ;;
+  *) echo "usage: launch_check.sh first N CMD... | error WORDS CMD... | pass TEXT CMD..."; exit 2 ;;
 esac
