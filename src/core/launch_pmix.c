@@ -34,11 +34,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 static pthread_mutex_t pmix_lock = PTHREAD_MUTEX_INITIALIZER;
 static int pmix_state; /* 0 not tried, 1 connected, -1 failed */
 static pmix_status_t pmix_init_rc;
 static pmix_proc_t pmix_me;
+static pid_t pmix_pid; /* the process that connected: a forked child has no PMIx */
 static atomic_int pmix_seq;
 
 int launch_pmix_built(void) {
@@ -46,7 +48,7 @@ int launch_pmix_built(void) {
 }
 
 static void launch_pmix_fini(void) {
-  PMIx_Finalize(NULL, 0);
+  if (getpid() == pmix_pid) PMIx_Finalize(NULL, 0);
 }
 
 /* An integer value of any PMIx integer type; -1 when it is none. */
@@ -98,10 +100,20 @@ qcclResult_t launch_pmix_connect(launch_t* l) {
   if (pmix_state == 0) {
     pmix_init_rc = PMIx_Init(&pmix_me, NULL, 0);
     pmix_state = pmix_init_rc == PMIX_SUCCESS ? 1 : -1;
+    pmix_pid = getpid();
     if (pmix_state == 1) atexit(launch_pmix_fini);
   }
   int state = pmix_state;
+  pid_t pid = pmix_pid;
   pthread_mutex_unlock(&pmix_lock);
+  if (state > 0 && pid != getpid()) {
+    snprintf(l->pmix_note, sizeof l->pmix_note,
+             "PMIX_RANK is set, but PMIx was connected by the parent process (pid %d) of this "
+             "fork, whose connection a child cannot use",
+             (int)pid);
+    QCCL_INFO(LOG_INIT, "%s; trying the other launcher variables", l->pmix_note);
+    return qcclSuccess;
+  }
   if (state < 0) {
     snprintf(l->pmix_note, sizeof l->pmix_note,
              "PMIX_RANK is set, but PMIx_Init failed (%s): the PMIx server of the launcher is "
