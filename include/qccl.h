@@ -165,12 +165,17 @@ qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId,
 qcclResult_t qcclCommInitRankConfig(qcclComm_t* comm, int nranks, qcclUniqueId commId, int rank,
                                     qcclConfig_t* config);
 
-/* Creates a communicator from the launcher's environment: torchrun (RANK,
- * WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK,
- * OMPI_COMM_WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS) or qcclrun.
- * The root address is QCCL_COMM_ID=host:port, else MASTER_ADDR:MASTER_PORT
- * (MASTER_PORT+1 under torchrun, whose own store holds MASTER_PORT). The
- * error names the variable that is missing or malformed. */
+/* Creates a communicator from the launcher's environment, first match
+ * wins: torchrun or qcclrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+ * PMIx (mpirun, srun --mpi=pmix, prterun: rank 0's random id is handed out
+ * by the launcher, nothing to set), Open MPI (OMPI_COMM_WORLD_RANK,
+ * OMPI_COMM_WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS), MPICH
+ * (PMI_RANK, PMI_SIZE). Without PMIx the root address is
+ * QCCL_COMM_ID=host:port, else MASTER_ADDR:MASTER_PORT (MASTER_PORT+1 under
+ * torchrun, whose own store holds MASTER_PORT), and the secret comes from
+ * QCCL_SECRET_FILE or QCCL_SECRET (else it is derived from public values,
+ * with a warning). Collective over every rank of the job. The error names
+ * the variable that is missing or malformed. */
 qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm);
 
 /* Splits comm into sub-communicators, one per color (NCCL's semantics):
