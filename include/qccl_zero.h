@@ -26,6 +26,7 @@
 #define QCCL_ZERO_H_
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "qccl.h"
 
@@ -170,6 +171,11 @@ qcclResult_t qcclZeroSetLearningRate(qcclZero_t zero, double lr);
  * out on every rank (an all-gather of the shards). */
 qcclResult_t qcclZeroGetMaster(qcclZero_t zero, int id, float* out);
 
+/* Copies the full optimizer state of parameter id (count floats) into out
+ * on every rank: which = 0 the first moment (Adam, AdamW, LAMB) or the
+ * momentum buffer (SGD), which = 1 the second moment. */
+qcclResult_t qcclZeroGetOptimizerState(qcclZero_t zero, int id, int which, float* out);
+
 /* Number of parameters, and the element count / dtype / name of one. Local. */
 qcclResult_t qcclZeroParamCount(qcclZero_t zero, int* count);
 qcclResult_t qcclZeroParamInfo(qcclZero_t zero, int id, const char** name, size_t* count,
@@ -191,6 +197,16 @@ qcclResult_t qcclZeroLoad(qcclZero_t zero, const char* dir);
 /* The message behind the last failure of a qcclZero call on this thread
  * (names the argument, key or file), or "" if none. Local. */
 const char* qcclZeroGetLastError(void);
+
+/* Checkpoint tools (local, no communicator; what qccl-zero-ckpt runs).
+ * dir is a directory given to qcclZeroSave (its latest checkpoint) or one
+ * checkpoint in it. List prints the layout and state to out; Verify checks
+ * the manifest and every shard file (sizes and checksums); Consolidate
+ * writes the full fp32 master weights into one safetensors file (one 1-D
+ * F32 tensor per parameter, by name). Errors name the file. */
+qcclResult_t qcclZeroCheckpointList(const char* dir, FILE* out);
+qcclResult_t qcclZeroCheckpointVerify(const char* dir);
+qcclResult_t qcclZeroCheckpointConsolidate(const char* dir, const char* safetensorsPath);
 
 /* Frees the engine (not the communicator). NULL is allowed. Local. */
 qcclResult_t qcclZeroDestroy(qcclZero_t zero);

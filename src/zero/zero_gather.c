@@ -123,20 +123,32 @@ qcclResult_t zero_publish(qcclZero_t z) {
   return qcclSuccess;
 }
 
-qcclResult_t qcclZeroGetMaster(qcclZero_t z, int id, float* out) {
-  if (z == NULL) return zero_fail(qcclInvalidArgument, "qcclZeroGetMaster: zero is NULL");
+/* Gathers array a (0 master, 1 first moment, 2 second moment) of parameter id. */
+static qcclResult_t zero_get_full(qcclZero_t z, int id, int a, float* out, const char* fn) {
+  if (z == NULL) return zero_fail(qcclInvalidArgument, "%s: zero is NULL", fn);
   if (id < 0 || id >= z->nparams)
-    return zero_fail(qcclInvalidArgument, "qcclZeroGetMaster: id %d is not a parameter (0..%d)", id,
+    return zero_fail(qcclInvalidArgument, "%s: id %d is not a parameter (0..%d)", fn, id,
                      z->nparams - 1);
-  if (out == NULL) return zero_fail(qcclInvalidArgument, "qcclZeroGetMaster: out is NULL");
+  if (out == NULL) return zero_fail(qcclInvalidArgument, "%s: out is NULL", fn);
   ZERO_CHECK(zero_layout(z));
   zero_param_t* p = &z->params[id];
   zero_unit_t* u = &z->units[p->unit];
+  const float* src = a == 0 ? u->master : a == 1 ? u->m : u->v;
   float* all = malloc((size_t)z->nranks * u->s * sizeof(float) + sizeof(float));
-  if (all == NULL) return zero_fail(qcclSystemError, "out of memory for a master copy");
-  qcclResult_t res = qcclAllGather(u->master, all, u->s, qcclFloat32, z->comm, NULL);
+  if (all == NULL) return zero_fail(qcclSystemError, "%s: out of memory", fn);
+  qcclResult_t res = qcclAllGather(src, all, u->s, qcclFloat32, z->comm, NULL);
   if (res == qcclSuccess) memcpy(out, all + p->offset, p->count * sizeof(float));
   free(all);
-  if (res != qcclSuccess) return zero_fail_call(res, z->comm, "master all-gather");
+  if (res != qcclSuccess) return zero_fail_call(res, z->comm, fn);
   return qcclSuccess;
+}
+
+qcclResult_t qcclZeroGetMaster(qcclZero_t z, int id, float* out) {
+  return zero_get_full(z, id, 0, out, "qcclZeroGetMaster");
+}
+
+qcclResult_t qcclZeroGetOptimizerState(qcclZero_t z, int id, int which, float* out) {
+  if (which != 0 && which != 1)
+    return zero_fail(qcclInvalidArgument, "qcclZeroGetOptimizerState: which is %d (0 or 1)", which);
+  return zero_get_full(z, id, which + 1, out, "qcclZeroGetOptimizerState");
 }

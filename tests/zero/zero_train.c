@@ -8,6 +8,15 @@
  *   --clip C  --steps N  --qwz  --qgz  --hpz  --inject-inf STEP (rank W-1
  *   puts an Inf into one gradient at that step)  --bucket N (reduce bucket,
  *   elements)  --persist N (stage-3 persistence threshold)
+ *   --save DIR --save-at K: save before step K; rank 0 writes DIR/state-K.bin
+ *   (masters and moments) and DIR/expect-K.bin (the masters after step K and
+ *   their bound against the reference)
+ *   --load DIR --start K: load, check masters and moments against
+ *   state-K.bin bit for bit, run from step K (same global batch: pass
+ *   --batch so that W * b is the saving run's), and check the step against
+ *   expect-K.bin within the sum of both runs' bounds (the reference takes
+ *   the engine's moments at that step in both runs, so both runs have the
+ *   same f64 reference); --expect-fail TEXT: the load must fail naming TEXT
  *
  * The model: 7 -> 13 -> 11 -> 5 (prime sizes), tanh, squared error; six
  * parameters W1 b1 W2 b2 W3 b3 (318 elements, so every unit's shard is
@@ -64,7 +73,19 @@ typedef struct {
   double clip;
   qcclDataType_t dtype;
   size_t bucket, persist;
+  const char *save, *load, *expect_fail; /* checkpoint directory / expected load error */
+  int save_at, start;
 } opts_t;
+
+/* ---- files of the checkpoint runs (written by rank 0 of the saving run) ---- */
+
+static FILE* open_in(const char* dir, const char* what, int step, const char* mode) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s-%d.bin", dir, what, step);
+  FILE* f = fopen(path, mode);
+  if (f == NULL) fprintf(stderr, "cannot open %s\n", path);
+  return f;
+}
 
 /* ---- data ---- */
 
@@ -313,7 +334,9 @@ static void run(mr_t* t, const opts_t* o) {
     qcclResult_t r_ = (call);                                                  \
     if (r_ != qcclSuccess) mr_die(t, "%s: %s", #call, qcclZeroGetLastError()); \
   } while (0)
-  /* initial weights: the same on every rank (from the seed) */
+  /* initial weights: the same on every rank (from the case seed, or from the
+   * run's seed when checkpoints connect runs of different W and stage) */
+  const uint64_t base = (o->save || o->load) ? t->seed : c.cseed;
   double *wm[NP], *seen[NP], *g[NP], *gs[NP], *eg[NP], *bnd[NP], *wr[NP];
   refstate_t st[NP];
   float* fm[NP];
@@ -335,11 +358,11 @@ static void run(mr_t* t, const opts_t* o) {
     st[p].ev = calloc(n, sizeof(double));
     int fan_in = g_dims[p / 2];
     for (size_t i = 0; i < n; i++)
-      store_dt(o->dtype, buf[p], i, unit_rand(c.cseed ^ 0xabc, (uint64_t)p, i) / sqrt(fan_in));
+      store_dt(o->dtype, buf[p], i, unit_rand(base ^ 0xabc, (uint64_t)p, i) / sqrt(fan_in));
     int id;
     ZOK(qcclZeroRegister(z, g_names[p], n, o->dtype, buf[p], &id));
   }
-  const uint64_t dseed = c.cseed;
+  const uint64_t dseed = base;
   const int b = o->batch;
   const uint64_t G = (uint64_t)W * (uint64_t)o->gas * (uint64_t)b;
   const double up = u_of(o->dtype);
@@ -347,10 +370,79 @@ static void run(mr_t* t, const opts_t* o) {
             qmax_ge = (1 << (cfg.qgzInterBits - 1)) - 1;
   int tstep = 0; /* the reference's step count */
   double scale_before = 0.0;
-  for (int step = 0; step < o->steps && !c.bad; step++) {
+  int adopt = 0; /* the reference takes the engine's moments (after a save or load) */
+  if (o->load) {
+    qcclResult_t r = qcclZeroLoad(z, o->load);
+    if (o->expect_fail) {
+      if (r == qcclSuccess)
+        mr_case_fail(&c, "loading %s succeeded, expected an error naming %s", o->load,
+                     o->expect_fail);
+      else if (strstr(qcclZeroGetLastError(), o->expect_fail) == NULL)
+        mr_case_fail(&c, "the load error does not name %s: %s", o->expect_fail,
+                     qcclZeroGetLastError());
+      else if (t->verbose)
+        printf("load refused as expected: %s\n", qcclZeroGetLastError());
+      ZOK(qcclZeroDestroy(z));
+      mr_case_end(&c);
+      return;
+    }
+    if (r != qcclSuccess) mr_die(t, "qcclZeroLoad(%s): %s", o->load, qcclZeroGetLastError());
+    /* resharding is exact: masters and moments equal the saved ones bit for bit */
+    FILE* f = open_in(o->load, "state", o->start, "rb");
+    if (f == NULL) mr_die(t, "no state file of step %d in %s", o->start, o->load);
+    float* want = malloc(sizeof(float) * 200);
+    for (int p = 0; p < NP; p++)
+      for (int a = 0; a < 3; a++) {
+        if (fread(want, sizeof(float), g_count[p], f) != g_count[p]) mr_die(t, "short state file");
+        if (a == 0)
+          ZOK(qcclZeroGetMaster(z, p, fm[p]));
+        else
+          ZOK(qcclZeroGetOptimizerState(z, p, a - 1, fm[p]));
+        if (memcmp(want, fm[p], g_count[p] * sizeof(float)) != 0)
+          mr_case_fail(&c, "after the load, %s of %s differs from the saved one",
+                       a == 0   ? "the master"
+                       : a == 1 ? "the first moment"
+                                : "the second moment",
+                       g_names[p]);
+      }
+    free(want);
+    fclose(f);
+    tstep = o->start;
+    adopt = 1;
+  }
+  for (int step = o->load ? o->start : 0; step < o->steps && !c.bad; step++) {
     for (int p = 0; p < NP; p++) {
       ZOK(qcclZeroGetMaster(z, p, fm[p]));
       for (size_t i = 0; i < g_count[p]; i++) wm[p][i] = fm[p][i];
+    }
+    if (o->save && step == o->save_at) {
+      ZOK(qcclZeroSave(z, o->save));
+      FILE* f = R == 0 ? open_in(o->save, "state", step, "wb") : NULL;
+      for (int p = 0; p < NP; p++) {
+        float* tmp = malloc(sizeof(float) * g_count[p]);
+        for (int a = 1; a < 3; a++) {
+          ZOK(qcclZeroGetOptimizerState(z, p, a - 1, tmp));
+          if (a == 1 && f) fwrite(fm[p], sizeof(float), g_count[p], f);
+          if (f) fwrite(tmp, sizeof(float), g_count[p], f);
+        }
+        free(tmp);
+      }
+      if (f) fclose(f);
+      adopt = 1;
+    }
+    int check_expect = adopt;
+    if (adopt) {
+      float* tmp = malloc(sizeof(float) * 200);
+      for (int p = 0; p < NP; p++)
+        for (int a = 0; a < 2; a++) {
+          ZOK(qcclZeroGetOptimizerState(z, p, a, tmp));
+          for (size_t i = 0; i < g_count[p]; i++) {
+            (a == 0 ? st[p].m : st[p].v)[i] = tmp[i];
+            (a == 0 ? st[p].em : st[p].ev)[i] = 0.0;
+          }
+        }
+      free(tmp);
+      adopt = 0;
     }
     double scale;
     ZOK(qcclZeroGetLossScale(z, &scale));
@@ -519,6 +611,36 @@ static void run(mr_t* t, const opts_t* o) {
         }
       }
     }
+    if (check_expect && o->save && R == 0) { /* the uninterrupted run's step after the save */
+      FILE* f = open_in(o->save, "expect", step, "wb");
+      for (int p = 0; f && p < NP; p++) {
+        fwrite(fm[p], sizeof(float), g_count[p], f);
+        fwrite(bnd[p], sizeof(double), g_count[p], f);
+      }
+      if (f) fclose(f);
+    }
+    if (check_expect && o->load) { /* the same step after the load: within both bounds */
+      FILE* f = open_in(o->load, "expect", step, "rb");
+      if (f == NULL) mr_die(t, "no expect file of step %d in %s", step, o->load);
+      float* ef = malloc(sizeof(float) * 200);
+      double* eb = malloc(sizeof(double) * 200);
+      for (int p = 0; p < NP; p++) {
+        if (fread(ef, sizeof(float), g_count[p], f) != g_count[p] ||
+            fread(eb, sizeof(double), g_count[p], f) != g_count[p])
+          mr_die(t, "short expect file");
+        for (size_t i = 0; i < g_count[p]; i++) {
+          double d = fabs((double)fm[p][i] - ef[i]);
+          if (!(d <= bnd[p][i] + eb[i] + 1e-15) && !c.bad)
+            mr_case_fail(&c,
+                         "step %d after the load: %s[%zu] = %.9g, the uninterrupted run %.9g "
+                         "(|diff| %.3g > %.3g)",
+                         step, g_names[p], i, fm[p][i], ef[i], d, bnd[p][i] + eb[i]);
+        }
+      }
+      free(ef);
+      free(eb);
+      fclose(f);
+    }
     if (t->verbose && R == 0) {
       double worst = 0.0;
       for (int p = 0; p < NP; p++)
@@ -568,6 +690,11 @@ int main(int argc, char** argv) {
   o.inject = mr_opt(&t, "--inject-inf") ? atoi(mr_opt(&t, "--inject-inf")) : -1;
   o.bucket = opt_size(&t, "--bucket", 100);
   o.persist = opt_size(&t, "--persist", 16);
+  o.save = mr_opt(&t, "--save");
+  o.save_at = (int)opt_size(&t, "--save-at", 0);
+  o.load = mr_opt(&t, "--load");
+  o.start = (int)opt_size(&t, "--start", 0);
+  o.expect_fail = mr_opt(&t, "--expect-fail");
   /* --stages 1,2,3 and --opts adamw,sgd run every combination */
   const char* stages = mr_opt(&t, "--stages");
   const char* opts = mr_opt(&t, "--opts");
