@@ -22,6 +22,9 @@ if [ -n "$missing" ]; then
   $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 
+# Python packages of the tests (safetensors read-back of ZeRO checkpoints)
+python3 -c "import safetensors.numpy" 2>/dev/null || python3 -m pip install -q safetensors numpy
+
 if [ ! -f "$builddir/build.ninja" ]; then
   meson setup "$builddir" --werror "$@"
 fi
