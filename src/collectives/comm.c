@@ -17,6 +17,7 @@
 
 #include "collectives/coll.h"
 #include "collectives/comm_topo.h"
+#include "collectives/engine.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "qccl_config.h"
@@ -252,6 +253,7 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
     boot_close(boot);
     return QCCL_ERR(qcclSystemError, "out of memory");
   }
+  engine_comm_init(c);
   c->boot = boot;
   c->rank = boot_rank(boot);
   c->nranks = boot_nranks(boot);
@@ -284,6 +286,8 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
     QCCL_CHECK_GOTO(comm_connect_remote(c, peers, config), r, fail);
   c->stats_own.cur = -1;
   coll_stats_attach(c, &c->stats_own);
+  if (c->node) c->node->top = c; /* their waits check this one's abort */
+  if (c->rail) c->rail->top = c;
   c->magic = COMM_MAGIC;
   QCCL_INFO(LOG_INIT, "comm %s rank %d/%d pid %d on node %d of %d ready (timeout %.0f s)", c->name,
             c->rank, c->nranks, (int)getpid(), c->node_of[c->rank], c->nnodes, timeout);
@@ -487,12 +491,12 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res) {
 qcclResult_t qcclCommFinalize(qcclComm_t comm) {
   err_clear();
   QCCL_CHECK(comm_check(comm));
-  /* every call is complete when it returns: nothing is in flight */
+  engine_comm_drain(comm); /* the calls queued on streams */
   comm->finalized = 1;
   return comm->async_error;
 }
 
-static void comm_free(qcclComm_t comm, int abort) {
+void comm_free(qcclComm_t comm, int abort) {
   comm->magic = COMM_DEAD;
   comm_free_parts(comm, abort);
 }
@@ -501,7 +505,8 @@ qcclResult_t qcclCommDestroy(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
   QCCL_CHECK(comm_check(comm));
-  comm_free(comm, 0);
+  comm->finalized = 1; /* refuse new calls while the queued ones end */
+  engine_comm_destroy(comm);
   return qcclSuccess;
 }
 
@@ -509,9 +514,10 @@ qcclResult_t qcclCommAbort(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
   QCCL_CHECK(comm_check(comm));
+  comm->magic = COMM_DEAD; /* the handle is gone; calls inside still see their memory */
   shm_t* s = comm->node ? comm->node->shm : comm->shm;
   if (s) shm_set_abort(s);
-  comm_free(comm, 1);
+  engine_comm_abort(comm);
   return qcclSuccess;
 }
 

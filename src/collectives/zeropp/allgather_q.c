@@ -167,11 +167,13 @@ qcclResult_t zero_allgather_q(qcclComm_t comm, const void* send, void* recv, siz
 qcclResult_t zero_agq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t sendcount,
                             qcclDataType_t datatype, const qcclQuantSpec_t* spec, int spec_optional,
                             qcclComm_t comm, qcclStream_t stream, zero_op_t* op) {
-  QCCL_CHECK(zero_check_comm(fn, comm, stream));
+  stream_t* st;
+  QCCL_CHECK(zero_check_comm(fn, comm, stream, &st));
   QCCL_CHECK(zero_check_type(fn, datatype));
   QCCL_CHECK(
       zero_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype)));
   memset(op, 0, sizeof *op);
+  op->stream = st;
   if (spec == NULL && spec_optional)
     op->plain = 1;
   else

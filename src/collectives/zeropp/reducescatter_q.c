@@ -326,12 +326,14 @@ qcclResult_t zero_rsq_check(const char* fn, const void* sendbuff, void* recvbuff
                             const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
                             qcclStream_t stream, zero_op_t* o) {
   const char* cname = rs ? "recvcount" : "count";
-  QCCL_CHECK(zero_check_comm(fn, comm, stream));
+  stream_t* st;
+  QCCL_CHECK(zero_check_comm(fn, comm, stream, &st));
   QCCL_CHECK(zero_check_type(fn, datatype));
   QCCL_CHECK(zero_check_count(fn, cname, count, (size_t)comm->nranks, dtype_size(datatype)));
   if (op != qcclSum && op != qcclAvg)
     return QCCL_ERR(qcclInvalidArgument, "%s: op=%d is not qcclSum or qcclAvg", fn, (int)op);
   memset(o, 0, sizeof *o);
+  o->stream = st;
   QCCL_CHECK(zero_check_cfg(fn, cfg, &o->q1, &o->q2));
   QCCL_CHECK(zero_check_buffers(fn, cname, count, sendbuff, recvbuff));
   o->comm = comm;
@@ -375,7 +377,7 @@ qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,
   static const char fn[] = "qcclReduceScatterQResidualCount";
   err_clear();
   quant_params_t intra, inter;
-  qcclResult_t r = zero_check_comm(fn, comm, NULL);
+  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
   if (r == qcclSuccess) r = zero_check_cfg(fn, cfg, &intra, &inter);
   if (r == qcclSuccess && count == NULL) r = QCCL_ERR(qcclInvalidArgument, "%s: count is NULL", fn);
   if (r != qcclSuccess) return zero_fail(comm, r);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "collectives/coll.h"
+#include "core/stream.h"
 #include "quant/quant.h"
 
 /* Where the ranks sit. */
@@ -73,7 +74,7 @@ qcclResult_t zero_isa(quant_isa_t* isa);
 
 /* ---- argument checks (messages name the function and the argument) ---- */
 
-qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream);
+qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s);
 qcclResult_t zero_check_type(const char* fn, qcclDataType_t t);
 /* count * factor elements of es bytes must fit in memory. */
 qcclResult_t zero_check_count(const char* fn, const char* what, size_t count, size_t factor,
@@ -113,14 +114,15 @@ typedef struct zero_op {
   int residual_tag;
   struct qcclSecondary* sec; /* AGQ: the hpZ shard to fill, or NULL */
   unsigned long long gen;
+  stream_t* stream; /* the host stream it was issued on, or NULL */
 } zero_op_t;
 
 /* Runs n calls in order, fusing consecutive compatible ones into one
  * bucket. Frees nothing. */
 qcclResult_t zero_run_ops(zero_op_t* const* ops, int n);
 
-/* Runs one call now or queues it in the open group (group.c), which then
- * owns a copy. */
+/* Runs one call now, queues it on its host stream (op->stream), or adds it
+ * to the open group (group.c); the last two keep a copy. */
 qcclResult_t group_submit_zero(qcclComm_t comm, const zero_op_t* op);
 
 /* ---- the algorithms ---- */
@@ -173,14 +175,11 @@ qcclResult_t zero_run_one(const zero_op_t* op);
 
 /* ---- policy (policy.c) ---- */
 
-/* 1 if a policy turns this plain call (made by the user: no public call
- * in progress on comm) into a quantized one. */
+/* 1 if a policy turns this plain call, issued by the user, into a
+ * quantized one (decided when the call is issued, group.c). */
 int zero_policy_applies(qcclComm_t comm, const coll_args_t* a);
 
 /* The quantized call of a plain one for which zero_policy_applies. */
 qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op);
-
-/* Runs it now. */
-qcclResult_t zero_policy_run(qcclComm_t comm, const coll_args_t* a);
 
 #endif /* QCCL_ZERO_ZERO_H_ */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/engine.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "collectives/zeropp/zero.h"
@@ -80,7 +81,7 @@ qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
 }
 
 qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) {
-  struct zero_comm* z;
+  struct zero_comm* z = NULL;
   QCCL_CHECK(zero_state(comm, &z));
   if (bytes == 0) bytes = 1;
   if (bytes > z->scratch_bytes[which]) {
@@ -127,7 +128,7 @@ qcclResult_t zero_isa(quant_isa_t* isa) {
 
 /* ---- checks ---- */
 
-qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream) {
+qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s) {
   if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: comm is NULL", fn);
   if (comm->magic != COMM_MAGIC)
     return QCCL_ERR(qcclInvalidArgument, "%s: comm is not a live communicator", fn);
@@ -135,10 +136,8 @@ qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t strea
   if (comm->async_error != qcclSuccess)
     return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)", fn,
                     qcclGetErrorString(comm->async_error));
-  if (stream != NULL)
-    return QCCL_ERR(qcclInvalidUsage,
-                    "%s: stream must be NULL (host and CUDA streams are not supported yet)", fn);
-  return qcclSuccess;
+  if (s == NULL) return qcclSuccess; /* a call that takes no stream */
+  return engine_stream_arg(fn, stream, s);
 }
 
 qcclResult_t zero_check_type(const char* fn, qcclDataType_t t) {
