@@ -149,6 +149,7 @@ typedef struct {
   double gradNorm;         /* the global L2 norm of the averaged gradient (before clipping) */
   double lossScale;        /* the loss scale for the next micro-step */
   unsigned long long step; /* optimizer steps taken (skipped ones excluded) */
+  unsigned long long prefetched; /* stage 3: gathers so far served by a prefetch */
 } qcclZeroStepInfo_t;
 
 /* Ends a micro-step. Every parameter's gradient must have been given. At

@@ -46,7 +46,9 @@ typedef struct {
   int resident;        /* full parameters always present (stages 1-2, persistent) */
   void* full;          /* W * s elements of dtype: resident, or while gathered (stage 3) */
   int live;            /* stage 3: gathers outstanding on full */
-  int prefetched;      /* stage 3: full was filled ahead of its gather */
+  int prefetched;      /* stage 3: a fill of full is queued on the prefetch stream */
+  int pf_phase;        /* the phase of that fill */
+  qcclEvent_t ev;      /* recorded after that fill */
   void* pshard;        /* stage 3, not resident: the parameter shard (s elements of dtype) */
   float* master;       /* s floats */
   float* m;            /* optimizer state (Adam / LAMB first moment, SGD momentum) */
@@ -73,10 +75,17 @@ struct qcclZero {
   double scale;
   int hyst_left;
   long good_steps; /* steps since the last overflow (or since the last growth) */
-  /* stage 3 gather order: recorded on the first step, used for prefetch */
+  /* stage 3 gather order (2 * unit + phase): recorded in the first
+   * micro-step, followed by prefetch in the later ones (zero_gather.c) */
   int* order;
-  int norder, cap_order, recording, order_pos;
-  size_t max_live; /* stage3_max_live_parameters */
+  int norder, cap_order, recording;
+  int order_pos;                    /* the next entry expected in this micro-step */
+  int pf_next;                      /* entries before this one have been prefetched (or passed) */
+  int pf_broken;                    /* this micro-step left the recorded order: no more prefetch */
+  size_t pf_elems;                  /* elements prefetched and not yet gathered */
+  size_t live_elems;                /* elements of gathered (live) units */
+  qcclStream_t stream;              /* the prefetch stream (NULL: no prefetch) */
+  unsigned long long prefetch_hits; /* gathers served by a prefetch */
 };
 
 /* ---- zero_err.c ---- */
@@ -147,6 +156,9 @@ void zero_lamb_apply(float* w, const float* u, size_t n, float lr_ratio);
 /* ---- zero_gather.c ---- */
 /* Publishes the master shards as parameters (after a step or a load). */
 qcclResult_t zero_publish(qcclZero_t z);
+/* Waits for the prefetch stream and drops prefetches not gathered (at the
+ * end of every micro-step, and before the shards change). */
+qcclResult_t zero_prefetch_drain(qcclZero_t z);
 
 /* ---- zero_scaler.c: dynamic loss scaling (DeepSpeed's rules) ---- */
 void zero_scaler_init(qcclZero_t z);

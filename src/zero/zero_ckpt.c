@@ -305,6 +305,7 @@ qcclResult_t qcclZeroLoad(qcclZero_t z, const char* dir) {
   ZERO_CHECK(zero_layout(z));
   if (z->micro != 0)
     return zero_fail(qcclInvalidUsage, "qcclZeroLoad: called inside an accumulation window");
+  ZERO_CHECK(zero_prefetch_drain(z));
   zero_manifest_t m;
   qcclResult_t res = zero_manifest_read(dir, &m);
   float** nm = calloc((size_t)z->nunits * 3, sizeof(float*));

@@ -9,8 +9,16 @@
  * secondary shard (qcclAllGatherQSecondary, tagged with the generation)
  * and the backward gather is the node-local qcclSecondaryAllGather of that
  * generation, so a stale secondary shard is refused, never read. The
- * release frees the full copy. The order of the first micro-step's
- * gathers is recorded (for prefetch).
+ * release frees the full copy.
+ *
+ * Prefetch (stage 3 with overlap_comm and a stage3_prefetch_bucket_size):
+ * the first micro-step records the order of its gathers (unit and phase);
+ * in every later micro-step, each gather that follows that order queues
+ * the fills of the next entries on a host stream (qcclStreamCreate), each
+ * with an event, within the byte budget, so the communication of the next
+ * layers overlaps the caller's compute; the gather of a prefetched unit
+ * waits on its event only. A micro-step that leaves the order gathers
+ * plainly from there on; every micro-step ends with the stream drained.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +33,7 @@ static void zero_qwz_spec(const qcclZero_t z, qcclQuantSpec_t* s) {
   *s = d;
 }
 
-static qcclResult_t zero_record(qcclZero_t z, int unit) {
-  if (!z->recording) return qcclSuccess;
+static qcclResult_t zero_record(qcclZero_t z, int entry) {
   if (z->norder == z->cap_order) {
     int cap = z->cap_order ? 2 * z->cap_order : 64;
     int* o = realloc(z->order, (size_t)cap * sizeof(int));
@@ -34,12 +41,12 @@ static qcclResult_t zero_record(qcclZero_t z, int unit) {
     z->order = o;
     z->cap_order = cap;
   }
-  z->order[z->norder++] = unit;
+  z->order[z->norder++] = entry;
   return qcclSuccess;
 }
 
-/* Fills u->full from the shards (stage 3, not resident). */
-static qcclResult_t zero_fill(qcclZero_t z, zero_unit_t* u, qcclZeroPhase_t phase) {
+/* Fills u->full from the shards (stage 3, not resident), on stream. */
+static qcclResult_t zero_fill(qcclZero_t z, zero_unit_t* u, int phase, qcclStream_t stream) {
   size_t full = (size_t)z->nranks * u->s;
   if (u->full == NULL) {
     u->full = malloc((full > 0 ? full : 1) * u->esize);
@@ -50,17 +57,65 @@ static qcclResult_t zero_fill(qcclZero_t z, zero_unit_t* u, qcclZeroPhase_t phas
   const qcclQuantSpec_t* sp = z->cfg.quantizedWeights ? &spec : NULL;
   if (u->sec != NULL) {
     if (phase == qcclZeroBackward) {
-      ZERO_QCCL(z, qcclSecondaryAllGather(u->sec, u->full, z->generation, NULL));
+      ZERO_QCCL(z, qcclSecondaryAllGather(u->sec, u->full, z->generation, stream));
     } else {
       ZERO_QCCL(z, qcclAllGatherQSecondary(u->pshard, u->full, u->s, u->dtype, sp, u->sec,
-                                           z->generation, z->comm, NULL));
+                                           z->generation, z->comm, stream));
     }
   } else if (sp != NULL) {
-    ZERO_QCCL(z, qcclAllGatherQ(u->pshard, u->full, u->s, u->dtype, sp, z->comm, NULL));
+    ZERO_QCCL(z, qcclAllGatherQ(u->pshard, u->full, u->s, u->dtype, sp, z->comm, stream));
   } else {
-    ZERO_QCCL(z, qcclAllGather(u->pshard, u->full, u->s, u->dtype, z->comm, NULL));
+    ZERO_QCCL(z, qcclAllGather(u->pshard, u->full, u->s, u->dtype, z->comm, stream));
   }
   return qcclSuccess;
+}
+
+/* Prefetch: queues the fills of the next entries of the recorded order on
+ * the stream, each followed by its unit's event, while the elements
+ * prefetched and not yet gathered stay within stage3_prefetch_bucket_size
+ * and those prefetched or live within stage3_max_live_parameters. It stops
+ * at a unit still in use or already queued (its buffer is busy), so the
+ * queued fills are always the contiguous window after the current gather.
+ * Every rank makes the same gathers, so every rank queues the same fills
+ * in the same order. */
+static qcclResult_t zero_prefetch(qcclZero_t z) {
+  if (z->pf_next < z->order_pos) z->pf_next = z->order_pos;
+  while (z->pf_next < z->norder) {
+    int entry = z->order[z->pf_next];
+    zero_unit_t* u = &z->units[entry / 2];
+    size_t elems = (size_t)z->nranks * u->s;
+    if (u->live > 0 || u->prefetched) break;
+    if (z->pf_elems > 0 && z->pf_elems + elems > z->cfg.prefetchBucketSize) break;
+    if (z->pf_elems + z->live_elems + elems > z->cfg.maxLiveParameters) break;
+    if (u->ev == NULL) ZERO_QCCL(z, qcclEventCreate(&u->ev));
+    ZERO_CHECK(zero_fill(z, u, entry % 2, z->stream));
+    ZERO_QCCL(z, qcclEventRecord(u->ev, z->stream));
+    u->prefetched = 1;
+    u->pf_phase = entry % 2;
+    z->pf_elems += elems;
+    z->pf_next++;
+  }
+  return qcclSuccess;
+}
+
+qcclResult_t zero_prefetch_drain(qcclZero_t z) {
+  qcclResult_t res = qcclSuccess;
+  if (z->stream != NULL) {
+    res = qcclStreamSynchronize(z->stream);
+    if (res != qcclSuccess) res = zero_fail_call(res, z->comm, "prefetch stream");
+  }
+  for (int k = 0; k < z->nunits; k++) {
+    zero_unit_t* u = &z->units[k];
+    if (!u->prefetched) continue;
+    u->prefetched = 0;
+    if (u->live == 0) {
+      free(u->full);
+      u->full = NULL;
+    }
+  }
+  z->pf_elems = 0;
+  z->order_pos = z->pf_next = z->pf_broken = 0;
+  return res;
 }
 
 qcclResult_t qcclZeroGather(qcclZero_t z, int id, qcclZeroPhase_t phase, void** data) {
@@ -79,10 +134,34 @@ qcclResult_t qcclZeroGather(qcclZero_t z, int id, qcclZeroPhase_t phase, void** 
     return zero_fail(qcclInvalidUsage,
                      "qcclZeroGather: '%s' is already gathered (release it first)", p->name);
   if (!u->resident && u->live == 0) {
-    ZERO_CHECK(zero_record(z, p->unit));
-    ZERO_CHECK(zero_fill(z, u, phase));
+    int entry = 2 * p->unit + (int)phase;
+    if (z->recording) {
+      ZERO_CHECK(zero_record(z, entry));
+    } else if (!z->pf_broken) {
+      if (z->order_pos < z->norder && z->order[z->order_pos] == entry)
+        z->order_pos++;
+      else
+        z->pf_broken = 1; /* the trainer left the recorded order: plain gathers from here */
+    }
+    if (u->prefetched) {
+      qcclResult_t res = qcclEventSynchronize(u->ev);
+      if (res != qcclSuccess) return zero_fail_call(res, z->comm, "prefetched gather");
+      u->prefetched = 0;
+      z->pf_elems -= (size_t)z->nranks * u->s;
+      if (u->pf_phase != (int)phase) {
+        ZERO_CHECK(zero_fill(z, u, phase, NULL)); /* filled for the other phase */
+      } else {
+        z->prefetch_hits++;
+      }
+    } else {
+      ZERO_CHECK(zero_fill(z, u, phase, NULL));
+    }
+    z->live_elems += (size_t)z->nranks * u->s;
+    u->live++;
+    if (z->stream != NULL && !z->recording && !z->pf_broken) ZERO_CHECK(zero_prefetch(z));
+  } else if (!u->resident) {
+    u->live++;
   }
-  if (!u->resident) u->live++;
   p->gathered = 1;
   *data = (char*)u->full + p->offset * u->esize;
   return qcclSuccess;
@@ -99,8 +178,11 @@ qcclResult_t qcclZeroRelease(qcclZero_t z, int id) {
   p->gathered = 0;
   zero_unit_t* u = &z->units[p->unit];
   if (!u->resident && --u->live == 0) {
+    z->live_elems -= (size_t)z->nranks * u->s;
     free(u->full);
     u->full = NULL;
+    /* the unit's buffer is free again: the window may move on */
+    if (z->stream != NULL && !z->recording && !z->pf_broken) ZERO_CHECK(zero_prefetch(z));
   }
   return qcclSuccess;
 }

@@ -91,11 +91,21 @@ qcclResult_t zero_layout(qcclZero_t z) {
     }
     u->pending = u->last - u->first;
   }
+  /* the prefetch stream: stage 3 with overlap_comm, a budget and something to gather */
+  int gathered = 0;
+  for (int k = 0; k < z->nunits; k++) gathered |= !z->units[k].resident;
+  if (stage == 3 && z->cfg.overlapComm && z->cfg.prefetchBucketSize > 0 && gathered)
+    ZERO_QCCL(z, qcclStreamCreate(&z->stream));
   z->laid_out = 1;
   return qcclSuccess;
 }
 
 void zero_layout_free(qcclZero_t z) {
+  if (z->stream != NULL) {
+    zero_prefetch_drain(z);
+    qcclStreamDestroy(z->stream);
+    z->stream = NULL;
+  }
   for (int k = 0; k < z->nunits; k++) {
     zero_unit_t* u = &z->units[k];
     free(u->master);
@@ -106,6 +116,7 @@ void zero_layout_free(qcclZero_t z) {
     free(u->full);
     free(u->pshard);
     qcclSecondaryDestroy(u->sec);
+    if (u->ev != NULL) qcclEventDestroy(u->ev);
   }
   free(z->units);
   z->units = NULL;

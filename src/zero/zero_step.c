@@ -97,9 +97,9 @@ qcclResult_t qcclZeroStep(qcclZero_t z, qcclZeroStepInfo_t* info) {
   }
   for (int i = 0; i < z->nparams; i++) z->params[i].grad_done = 0;
   for (int k = 0; k < z->nunits; k++) z->units[k].pending = z->units[k].last - z->units[k].first;
+  ZERO_CHECK(zero_prefetch_drain(z));
   z->recording = 0; /* the first micro-step's gathers are the order */
-  z->order_pos = 0;
-  qcclZeroStepInfo_t out = {0, 0, 0, 0.0, z->scale, z->step};
+  qcclZeroStepInfo_t out = {0, 0, 0, 0.0, z->scale, z->step, z->prefetch_hits};
   if (++z->micro < z->cfg.gradAccumSteps) {
     if (info != NULL) *info = out;
     return qcclSuccess;
@@ -159,6 +159,7 @@ qcclResult_t qcclZeroStep(qcclZero_t z, qcclZeroStepInfo_t* info) {
   out.gradNorm = norm;
   out.lossScale = z->scale;
   out.step = z->step;
+  out.prefetched = z->prefetch_hits;
   if (info != NULL) *info = out;
   return qcclSuccess;
 }

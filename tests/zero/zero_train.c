@@ -7,7 +7,9 @@
  *   --gas G (micro-steps per step)  --batch b (samples per rank and micro-step)
  *   --clip C  --steps N  --qwz  --qgz  --hpz  --inject-inf STEP (rank W-1
  *   puts an Inf into one gradient at that step)  --bucket N (reduce bucket,
- *   elements)  --persist N (stage-3 persistence threshold)
+ *   elements)  --persist N (stage-3 persistence threshold)  --prefetch N
+ *   (overlap_comm with stage3_prefetch_bucket_size N: later micro-steps must
+ *   have gathers served by the prefetch, with the same checks)
  *   --save DIR --save-at K: save before step K; rank 0 writes DIR/state-K.bin
  *   (masters and moments) and DIR/expect-K.bin (the masters after step K and
  *   their bound against the reference)
@@ -28,7 +30,7 @@
  * engine hands out (qcclZeroGather) and gives the gradient rounded to the
  * parameter dtype (times the loss scale under fp16). Checks per step:
  *   - the backward gather equals the forward gather bit for bit (hpZ reads
- *     the secondary shard of the right generation);
+ *     the secondary shard of the right generation), also when prefetched;
  *   - the forward parameters equal the masters rounded to the dtype, or
  *     (qwZ) lie within the quantization bound of each block of a shard:
  *     max|block| / qmax / 2, plus the rounding to the dtype;
@@ -75,6 +77,7 @@ typedef struct {
   size_t bucket, persist;
   const char *save, *load, *expect_fail; /* checkpoint directory / expected load error */
   int save_at, start;
+  size_t prefetch; /* stage3_prefetch_bucket_size with overlap_comm (0: off) */
 } opts_t;
 
 /* ---- files of the checkpoint runs (written by rank 0 of the saving run) ---- */
@@ -321,6 +324,8 @@ static void run(mr_t* t, const opts_t* o) {
   int node, nnodes, lrank, lsize;
   MR_OK(&c, qcclCommNodeInfo(t->comm, &node, &nnodes, &lrank, &lsize));
   cfg.hpzPartitionSize = o->hpz ? lsize : 0;
+  cfg.overlapComm = o->prefetch > 0;
+  cfg.prefetchBucketSize = o->prefetch;
   cfg.qwzBlock = 32;
   cfg.qgzBlock = 32;
   qcclZero_t z;
@@ -486,6 +491,11 @@ static void run(mr_t* t, const opts_t* o) {
       if (k + 1 < o->gas && info.boundary) mr_case_fail(&c, "boundary after micro-step %d", k);
     }
     if (!info.boundary) mr_case_fail(&c, "step %d: no boundary after %d micro-steps", step, o->gas);
+    /* prefetch: from the second micro-step on, gathers are served by it */
+    if (o->prefetch > 0 && o->stage == 3 && (step > 0 || o->gas > 1) && info.prefetched == 0)
+      mr_case_fail(&c, "step %d: prefetch on, but no gather was served by a prefetch", step);
+    if ((o->prefetch == 0 || o->stage < 3) && info.prefetched != 0)
+      mr_case_fail(&c, "step %d: %llu prefetched gathers with prefetch off", step, info.prefetched);
     if (R == 0 && t->verbose) printf("step %d loss %.6f (rank 0)\n", step, loss / o->gas);
     /* the forward parameters against the masters */
     for (int p = 0; p < NP; p++) {
@@ -646,7 +656,8 @@ static void run(mr_t* t, const opts_t* o) {
       for (int p = 0; p < NP; p++)
         for (size_t i = 0; i < g_count[p]; i++)
           if (bnd[p][i] > 0) worst = fmax(worst, fabs((double)fm[p][i] - wr[p][i]) / bnd[p][i]);
-      printf("  step %d: norm %.6g, largest |diff| / bound %.3f\n", step, norm, worst);
+      printf("  step %d: norm %.6g, largest |diff| / bound %.3f, prefetched gathers %llu\n", step,
+             norm, worst, info.prefetched);
     }
   }
   ZOK(qcclZeroDestroy(z));
@@ -695,6 +706,7 @@ int main(int argc, char** argv) {
   o.load = mr_opt(&t, "--load");
   o.start = (int)opt_size(&t, "--start", 0);
   o.expect_fail = mr_opt(&t, "--expect-fail");
+  o.prefetch = opt_size(&t, "--prefetch", 0);
   /* --stages 1,2,3 and --opts adamw,sgd run every combination */
   const char* stages = mr_opt(&t, "--stages");
   const char* opts = mr_opt(&t, "--opts");
