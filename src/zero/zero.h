@@ -153,6 +153,26 @@ void zero_lamb_direction(const zero_optim_args_t* a, const float* w, float* m, f
 /* LAMB, second half: w -= lr * ratio * u. */
 void zero_lamb_apply(float* w, const float* u, size_t n, float lr_ratio);
 
+/* The kernels by instruction set (bitwise equal; zero_isa() is the best the
+ * CPU has, or QCCL_ZERO_ISA). zero_lamb_update: m, v and the direction
+ * into g, without the norms. */
+typedef enum { ZERO_ISA_SCALAR = 0, ZERO_ISA_AVX2 = 1, ZERO_ISA_AVX512 = 2 } zero_isa_t;
+zero_isa_t zero_isa(void);
+void zero_optim_apply_isa(zero_isa_t isa, const zero_optim_args_t* a, float* w, float* m, float* v,
+                          const float* g, size_t n);
+void zero_lamb_update_isa(zero_isa_t isa, const zero_optim_args_t* a, const float* w, float* m,
+                          float* v, float* g, size_t n);
+void zero_lamb_apply_isa(zero_isa_t isa, float* w, const float* u, size_t n, float lr_ratio);
+#define ZERO_KERNEL_DECL(SUF)                                                                 \
+  void zero_optim_apply_##SUF(const zero_optim_args_t* a, float* w, float* m, float* v,       \
+                              const float* g, size_t n);                                      \
+  void zero_lamb_update_##SUF(const zero_optim_args_t* a, const float* w, float* m, float* v, \
+                              float* g, size_t n);                                            \
+  void zero_lamb_apply_##SUF(float* w, const float* u, size_t n, float lr_ratio);
+ZERO_KERNEL_DECL(scalar)
+ZERO_KERNEL_DECL(avx2)
+ZERO_KERNEL_DECL(avx512)
+
 /* ---- zero_gather.c ---- */
 /* Publishes the master shards as parameters (after a step or a load). */
 qcclResult_t zero_publish(qcclZero_t z);
