@@ -13,9 +13,10 @@
 #    gives the same step.
 # 4. qccl-zero-ckpt list / verify / consolidate; the safetensors file read
 #    back by Python's safetensors equals the saved masters.
-# 5. One flipped byte in a shard file, a truncated shard file and a flipped
-#    byte in the manifest: the load fails on every rank naming the file, and
-#    verify fails naming it.
+# 5. A model with a parameter of another name: the load fails naming the
+#    manifest. One flipped byte in a shard file, a truncated shard file and a
+#    flipped byte in the manifest: the load fails on every rank naming the
+#    file, and verify fails naming it.
 set -u
 run=$1 train=$2 ckpt=$3
 seed=${QCCL_TEST_SEED:-$(( (RANDOM << 15) ^ RANDOM ))}
@@ -87,6 +88,10 @@ corrupt() { # corrupt <name> <file> <how>
   out=$("$ckpt" verify "$dir/bad" 2>&1) && bad "$1: verify passed"
   echo "$out" | grep -q "$2" || bad "$1: verify does not name $2: $out"
 }
+# a model that does not match: the error names the manifest
+"$run" -n 2 --timeout 120 -- "$train" --stages 2 "${common[@]}" --batch 6 --steps 4 \
+  --load "$dir/ck" --start 3 --mismatch --expect-fail manifest.json || bad "mismatched model"
+
 corrupt "flipped shard byte" rank1.shard flip
 corrupt "truncated shard" rank3.shard trunc
 corrupt "flipped manifest byte" manifest.json flip

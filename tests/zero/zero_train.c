@@ -18,7 +18,8 @@
  *   --batch so that W * b is the saving run's), and check the step against
  *   expect-K.bin within the sum of both runs' bounds (the reference takes
  *   the engine's moments at that step in both runs, so both runs have the
- *   same f64 reference); --expect-fail TEXT: the load must fail naming TEXT
+ *   same f64 reference); --expect-fail TEXT: the load must fail naming TEXT;
+ *   --mismatch: the last parameter is registered under another name
  *
  * The model: 7 -> 13 -> 11 -> 5 (prime sizes), tanh, squared error; six
  * parameters W1 b1 W2 b2 W3 b3 (318 elements, so every unit's shard is
@@ -365,7 +366,10 @@ static void run(mr_t* t, const opts_t* o) {
     for (size_t i = 0; i < n; i++)
       store_dt(o->dtype, buf[p], i, unit_rand(base ^ 0xabc, (uint64_t)p, i) / sqrt(fan_in));
     int id;
-    ZOK(qcclZeroRegister(z, g_names[p], n, o->dtype, buf[p], &id));
+    char name[64]; /* --mismatch renames the last parameter (a checkpoint must refuse it) */
+    snprintf(name, sizeof name, "%s%s", g_names[p],
+             mr_flag(t, "--mismatch") && p == NP - 1 ? "X" : "");
+    ZOK(qcclZeroRegister(z, name, n, o->dtype, buf[p], &id));
   }
   const uint64_t dseed = base;
   const int b = o->batch;
