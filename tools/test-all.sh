@@ -45,7 +45,7 @@ meson test -C build --print-errorlogs --num-processes 2 > build/test-output.txt 
 tail -n 30 build/test-output.txt
 count build/meson-logs/testlog.json "release build"
 
-# sanitizer build: unit, multi-rank, codec, topology and ZeRO++ suites
+# sanitizer build: unit, multi-rank, codec, topology, ZeRO++ and ZeRO suites
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan --werror -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
     -Db_lundef=false -Dcuda=disabled > /dev/null
@@ -53,7 +53,7 @@ fi
 if ninja -C build-asan > build-asan-ninja.txt 2>&1; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite mr --suite engine \
-    --suite quant --suite topology --suite zeropp > build-asan/test-output.txt 2>&1
+    --suite quant --suite topology --suite zeropp --suite zero > build-asan/test-output.txt 2>&1
   tail -n 30 build-asan/test-output.txt
   count build-asan/meson-logs/testlog.json "sanitizer build"
 else
