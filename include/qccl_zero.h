@@ -177,6 +177,18 @@ qcclResult_t qcclZeroGetMaster(qcclZero_t zero, int id, float* out);
  * momentum buffer (SGD), which = 1 the second moment. */
 qcclResult_t qcclZeroGetOptimizerState(qcclZero_t zero, int id, int which, float* out);
 
+/* What this rank's engine holds (bytes, counted where it allocates). */
+typedef struct {
+  size_t stateBytes;         /* fp32 master, moments and gradient accumulation */
+  size_t paramBytes;         /* parameters in their dtype: stage-3 shards, resident units */
+  size_t transientBytes;     /* now: gathered and prefetched units, gradient buckets */
+  size_t peakTransientBytes; /* the most transientBytes has been */
+} qcclZeroMemory_t;
+
+/* This rank's memory (after the layout, which the first gather, gradient,
+ * step or this call makes). Local. */
+qcclResult_t qcclZeroGetMemory(qcclZero_t zero, qcclZeroMemory_t* memory);
+
 /* Number of parameters, and the element count / dtype / name of one. Local. */
 qcclResult_t qcclZeroParamCount(qcclZero_t zero, int* count);
 qcclResult_t qcclZeroParamInfo(qcclZero_t zero, int id, const char** name, size_t* count,

@@ -85,6 +85,7 @@ struct qcclZero {
   size_t pf_elems;                  /* elements prefetched and not yet gathered */
   size_t live_elems;                /* elements of gathered (live) units */
   qcclStream_t stream;              /* the prefetch stream (NULL: no prefetch) */
+  size_t transient, peak_transient; /* bytes of gathered units and gradient buckets */
   unsigned long long prefetch_hits; /* gathers served by a prefetch */
 };
 
@@ -126,6 +127,9 @@ void zero_from_f32(void* dst, qcclDataType_t dtype, const float* src, size_t n);
  * the hpZ secondary shards' creation (local). */
 qcclResult_t zero_layout(qcclZero_t z);
 void zero_layout_free(qcclZero_t z);
+
+/* Counts n bytes of transient buffers in (n > 0) or out (n < 0). */
+void zero_transient(qcclZero_t z, long long n);
 
 /* ---- zero_grad.c ---- */
 /* Reduces the unit's gradients of this micro-step (stages 2-3) into gacc. */

@@ -51,6 +51,7 @@ static qcclResult_t zero_fill(qcclZero_t z, zero_unit_t* u, int phase, qcclStrea
   if (u->full == NULL) {
     u->full = malloc((full > 0 ? full : 1) * u->esize);
     if (u->full == NULL) return zero_fail(qcclSystemError, "out of memory for a gathered unit");
+    zero_transient(z, (long long)(full * u->esize));
   }
   qcclQuantSpec_t spec;
   zero_qwz_spec(z, &spec);
@@ -111,6 +112,7 @@ qcclResult_t zero_prefetch_drain(qcclZero_t z) {
     if (u->live == 0) {
       free(u->full);
       u->full = NULL;
+      zero_transient(z, -(long long)((size_t)z->nranks * u->s * u->esize));
     }
   }
   z->pf_elems = 0;
@@ -181,9 +183,31 @@ qcclResult_t qcclZeroRelease(qcclZero_t z, int id) {
     z->live_elems -= (size_t)z->nranks * u->s;
     free(u->full);
     u->full = NULL;
+    zero_transient(z, -(long long)((size_t)z->nranks * u->s * u->esize));
     /* the unit's buffer is free again: the window may move on */
     if (z->stream != NULL && !z->recording && !z->pf_broken) ZERO_CHECK(zero_prefetch(z));
   }
+  return qcclSuccess;
+}
+
+void zero_transient(qcclZero_t z, long long n) {
+  z->transient = (size_t)((long long)z->transient + n);
+  if (z->transient > z->peak_transient) z->peak_transient = z->transient;
+}
+
+qcclResult_t qcclZeroGetMemory(qcclZero_t z, qcclZeroMemory_t* mem) {
+  if (z == NULL || mem == NULL)
+    return zero_fail(qcclInvalidArgument, "qcclZeroGetMemory: %s is NULL",
+                     z == NULL ? "zero" : "memory");
+  ZERO_CHECK(zero_layout(z));
+  qcclZeroMemory_t m = {0, 0, z->transient, z->peak_transient};
+  size_t W = (size_t)z->nranks;
+  for (int k = 0; k < z->nunits; k++) {
+    const zero_unit_t* u = &z->units[k];
+    m.stateBytes += (3 + (z->cfg.stage == 1 ? W : 1)) * u->s * sizeof(float);
+    m.paramBytes += (u->resident ? W : 1) * u->s * u->esize;
+  }
+  *mem = m;
   return qcclSuccess;
 }
 

@@ -55,6 +55,7 @@ qcclResult_t qcclZeroGradient(qcclZero_t z, int id, const void* grad) {
   if (u->stage == NULL) {
     u->stage = calloc((size_t)z->nranks * u->s, u->esize);
     if (u->stage == NULL) return zero_fail(qcclSystemError, "out of memory for a gradient bucket");
+    zero_transient(z, (long long)((size_t)z->nranks * u->s * u->esize));
   }
   memcpy((char*)u->stage + p->offset * u->esize, grad, p->count * u->esize);
   if (u->pending == 0) return zero_grad_reduce_unit(z, u);
@@ -81,6 +82,7 @@ qcclResult_t zero_grad_reduce_unit(qcclZero_t z, zero_unit_t* u) {
   /* the bucket's memory is returned: only the shard lives between micro-steps */
   free(u->stage);
   u->stage = NULL;
+  zero_transient(z, -(long long)((size_t)z->nranks * u->s * u->esize));
   return qcclSuccess;
 }
 
