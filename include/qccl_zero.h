@@ -150,6 +150,7 @@ typedef struct {
   double lossScale;        /* the loss scale for the next micro-step */
   unsigned long long step; /* optimizer steps taken (skipped ones excluded) */
   unsigned long long prefetched; /* stage 3: gathers so far served by a prefetch */
+  double optimizerSeconds;       /* this rank's time in the optimizer kernels (this step) */
 } qcclZeroStepInfo_t;
 
 /* Ends a micro-step. Every parameter's gradient must have been given. At

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "zero.h"
 
@@ -99,7 +100,7 @@ qcclResult_t qcclZeroStep(qcclZero_t z, qcclZeroStepInfo_t* info) {
   for (int k = 0; k < z->nunits; k++) z->units[k].pending = z->units[k].last - z->units[k].first;
   ZERO_CHECK(zero_prefetch_drain(z));
   z->recording = 0; /* the first micro-step's gathers are the order */
-  qcclZeroStepInfo_t out = {0, 0, 0, 0.0, z->scale, z->step, z->prefetch_hits};
+  qcclZeroStepInfo_t out = {0, 0, 0, 0.0, z->scale, z->step, z->prefetch_hits, 0.0};
   if (++z->micro < z->cfg.gradAccumSteps) {
     if (info != NULL) *info = out;
     return qcclSuccess;
@@ -143,6 +144,8 @@ qcclResult_t qcclZeroStep(qcclZero_t z, qcclZeroStepInfo_t* info) {
   z->step++;
   zero_optim_args_t a;
   zero_optim_args(z, &a);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   if (a.kind == qcclZeroLamb) {
     ZERO_CHECK(zero_lamb_step(z, &a));
   } else {
@@ -151,6 +154,8 @@ qcclResult_t qcclZeroStep(qcclZero_t z, qcclZeroStepInfo_t* info) {
       zero_optim_apply(&a, u->master, u->m, u->v, zero_grad_shard(z, u), u->mine);
     }
   }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  out.optimizerSeconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   zero_clear_grads(z);
   z->generation++;
   ZERO_CHECK(zero_publish(z));
