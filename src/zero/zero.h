@@ -121,6 +121,8 @@ float zero_load(const void* buf, qcclDataType_t dtype, size_t i);
 void zero_store(void* buf, qcclDataType_t dtype, size_t i, float x);
 /* dst[i] = (dtype) src[i] for i < n */
 void zero_from_f32(void* dst, qcclDataType_t dtype, const float* src, size_t n);
+/* acc[i] += (float) src[i] for i < n */
+void zero_add_to_f32(float* acc, const void* src, qcclDataType_t dtype, size_t n);
 
 /* ---- zero_layout.c ---- */
 /* Makes the units (once, before the first use); collective only through

@@ -82,7 +82,24 @@ void zero_store(void* buf, qcclDataType_t dtype, size_t i, float x) {
 void zero_from_f32(void* dst, qcclDataType_t dtype, const float* src, size_t n) {
   if (dtype == qcclFloat32) {
     memcpy(dst, src, n * sizeof(float));
-    return;
+  } else if (dtype == qcclBfloat16) {
+    uint16_t* d = dst;
+    for (size_t i = 0; i < n; i++) d[i] = zero_f32_to_bf16(src[i]);
+  } else if (dtype == qcclFloat16) {
+    _Float16* d = dst;
+    for (size_t i = 0; i < n; i++) d[i] = (_Float16)src[i];
   }
-  for (size_t i = 0; i < n; i++) zero_store(dst, dtype, i, src[i]);
+}
+
+void zero_add_to_f32(float* acc, const void* src, qcclDataType_t dtype, size_t n) {
+  if (dtype == qcclFloat32) {
+    const float* s = src;
+    for (size_t i = 0; i < n; i++) acc[i] += s[i];
+  } else if (dtype == qcclBfloat16) {
+    const uint16_t* s = src;
+    for (size_t i = 0; i < n; i++) acc[i] += zero_bf16_to_f32(s[i]);
+  } else if (dtype == qcclFloat16) {
+    const _Float16* s = src;
+    for (size_t i = 0; i < n; i++) acc[i] += (float)s[i];
+  }
 }

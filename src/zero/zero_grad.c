@@ -48,8 +48,7 @@ qcclResult_t qcclZeroGradient(qcclZero_t z, int id, const void* grad) {
   p->grad_done = 1;
   u->pending--;
   if (z->cfg.stage == 1) {
-    float* acc = u->gacc + p->offset;
-    for (size_t i = 0; i < p->count; i++) acc[i] += zero_load(grad, p->dtype, i);
+    zero_add_to_f32(u->gacc + p->offset, grad, p->dtype, p->count);
     return qcclSuccess;
   }
   if (u->stage == NULL) {
@@ -77,7 +76,7 @@ qcclResult_t zero_grad_reduce_unit(qcclZero_t z, zero_unit_t* u) {
     free(shard);
     return zero_fail_call(res, z->comm, "gradient reduce-scatter");
   }
-  for (size_t i = 0; i < u->mine; i++) u->gacc[i] += zero_load(shard, u->dtype, i);
+  zero_add_to_f32(u->gacc, shard, u->dtype, u->mine);
   free(shard);
   /* the bucket's memory is returned: only the shard lives between micro-steps */
   free(u->stage);
