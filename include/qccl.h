@@ -635,7 +635,10 @@ typedef struct qcclReduceScatterQConfig_v1 {
  * pipelined in pieces. op: qcclSum or qcclAvg (the sum divided by nranks).
  * cfg NULL takes the defaults (8 bits inside, 4 across). In place if
  * recvbuff == sendbuff + rank * recvcount. Counted under
- * qcclStatReduceScatterQ. */
+ * qcclStatReduceScatterQ. Range: results are finite for inputs below
+ * 2^126 / nranks (2^126 / (nranks * block) rotated); past it a sum that
+ * reaches 2^126 before a quantization gives NaN, one past the f32 range
+ * Inf (docs/ZEROPP.md, "Range"). */
 qcclResult_t qcclReduceScatterQ(const void* sendbuff, void* recvbuff, size_t recvcount,
                                 qcclDataType_t datatype, qcclRedOp_t op,
                                 const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
@@ -650,7 +653,8 @@ qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,
 /* Quantized all-reduce: qcclReduceScatterQ of the count elements (padded to
  * a multiple of nranks), then a qcclAllGatherQ of the reduced shards under
  * cfg->inter. recvbuff is the same on every rank. In place if sendbuff ==
- * recvbuff. Counted under qcclStatAllReduceQ. */
+ * recvbuff. Counted under qcclStatAllReduceQ. Range as qcclReduceScatterQ:
+ * inputs below 2^126 / nranks (the gathered sums are quantized again). */
 qcclResult_t qcclAllReduceQ(const void* sendbuff, void* recvbuff, size_t count,
                             qcclDataType_t datatype, qcclRedOp_t op,
                             const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,

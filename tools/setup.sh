@@ -9,7 +9,7 @@ builddir=${1:-build}
 shift || true
 
 pkgs="meson ninja-build pkg-config gcc g++ libhwloc-dev hwloc libucx-dev iproute2 python3 clang-format
-  openmpi-bin libopenmpi-dev libjansson-dev"
+  openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev libjansson-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -110,7 +110,23 @@ struct qcclComm {
   int refs;
   _Atomic int aborting;
   struct qcclComm* top;
+  /* the agreement check of the user's calls (agree.c, QCCL_CHECK) */
+  int check;
+  uint64_t check_calls; /* user's collectives checked so far */
+  uint64_t* check_recs; /* the node's records of the call being checked */
 };
+
+struct zero_op;
+
+/* QCCL_CHECK (agree.c): checks that every rank of the node makes the same
+ * user's collective (a, or the ZeRO++ call z): call begin before running
+ * it and end with its result after; either fails with qcclInvalidUsage on
+ * every rank when they disagree. */
+qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const struct zero_op* z);
+qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r);
+
+/* Reads QCCL_CHECK and sizes the check's buffers, once c is connected. */
+qcclResult_t coll_agree_init(qcclComm_t c);
 
 /* Frees c and its internal communicators (engine.c calls it when the last
  * reference goes); abort closes connections without flushing. */

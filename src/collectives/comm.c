@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "collectives/algo_env.h"
 #include "collectives/coll.h"
 #include "collectives/comm_topo.h"
 #include "collectives/engine.h"
@@ -22,6 +23,7 @@
 #include "core/log.h"
 #include "qccl_config.h"
 #include "topology/host.h"
+#include "topology/path.h"
 #include "topology/rankmap.h"
 #if QCCL_HAVE_UCX
 #include "transport/ucx.h"
@@ -105,6 +107,7 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   comm_topo_free(c);
   free(c->scratch[0]);
   free(c->scratch[1]);
+  free(c->check_recs);
   zero_comm_free(c->zero);
   free(c);
 }
@@ -120,52 +123,10 @@ qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out) 
   return qcclSuccess;
 }
 
-/* QCCL_ALGO: a comma list of collective:algorithm (NCCL's syntax), for
- * communicators that span hosts: flat (ring or direct over all ranks) or
- * hier (two-level) for allreduce, allgather, reducescatter, broadcast and
- * reduce; auto lets the topology decide. Anything else is refused with the
- * variable named. */
+/* QCCL_ALGO (collectives/algo_env.c). */
 static qcclResult_t comm_parse_algo(qcclComm_t c) {
-  static const struct {
-    const char* name;
-    coll_kind_t kind;
-  } colls[] = {{"allreduce", COLL_ALLREDUCE},
-               {"allgather", COLL_ALLGATHER},
-               {"reducescatter", COLL_REDUCESCATTER},
-               {"broadcast", COLL_BROADCAST},
-               {"reduce", COLL_REDUCE}};
   const char* v = env_get("QCCL_ALGO");
-  if (v == NULL) return qcclSuccess;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", v);
-  char* save = NULL;
-  for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    char* colon = strchr(t, ':');
-    if (colon == NULL)
-      return QCCL_ERR(qcclInvalidArgument, "QCCL_ALGO='%s': '%s' is not collective:algorithm", v,
-                      t);
-    *colon = '\0';
-    const char* algo = colon + 1;
-    int k = -1;
-    for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
-      if (strcasecmp(t, colls[i].name) == 0) k = (int)colls[i].kind;
-    if (k < 0)
-      return QCCL_ERR(qcclInvalidArgument,
-                      "QCCL_ALGO='%s': no algorithm choice for '%s' (allreduce, allgather, "
-                      "reducescatter, broadcast, reduce)",
-                      v, t);
-    if (strcasecmp(algo, "flat") == 0 || strcasecmp(algo, "ring") == 0)
-      c->algo[k] = COLL_ALGO_FLAT;
-    else if (strcasecmp(algo, "hier") == 0)
-      c->algo[k] = COLL_ALGO_HIER;
-    else if (strcasecmp(algo, "auto") == 0)
-      c->algo[k] = COLL_ALGO_AUTO;
-    else
-      return QCCL_ERR(qcclInvalidArgument,
-                      "QCCL_ALGO='%s': %s algorithm '%s' is not flat, ring, hier or auto", v, t,
-                      algo);
-  }
-  return qcclSuccess;
+  return v == NULL ? qcclSuccess : coll_algo_parse(v, c->algo);
 }
 
 /* Numbers the hosts by first appearance: node_of[i] for every rank. */
@@ -184,15 +145,31 @@ static int comm_place(comm_peer_info_t* peers, int n, int* node_of) {
 static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConfig_t* config,
                                qcclComm_t* out);
 
+/* Connects every peer through the transport the path table names for it
+ * (topology/path.c): the node's segment (peer index: its local rank), or
+ * UCX (peer index: its rank). */
+static void comm_connect_paths(qcclComm_t c, const path_kind_t* kinds) {
+  shm_t* s = c->node ? c->node->shm : c->shm;
+  for (int i = 0; i < c->nranks; i++) {
+    if (kinds[i] == PATH_UCX) {
+#if QCCL_HAVE_UCX
+      c->peer_ops[i] = &ucx_p2p_ops;
+      c->peer_ctx[i] = c->ucx;
+      c->peer_idx[i] = i;
+#endif
+    } else {
+      c->peer_ops[i] = &shm_p2p_ops;
+      c->peer_ctx[i] = s;
+      c->peer_idx[i] = c->rankmap->local_rank[i];
+    }
+  }
+}
+
 /* Transports of a communicator on one host: everything through its segment. */
-static qcclResult_t comm_connect_local(qcclComm_t c) {
+static qcclResult_t comm_connect_local(qcclComm_t c, const path_kind_t* kinds) {
   QCCL_CHECK(shm_open_segment(c->boot, c->timeout, c->ncores, &c->shm));
   c->spin = c->shm->spin;
-  for (int i = 0; i < c->nranks; i++) {
-    c->peer_ops[i] = &shm_p2p_ops;
-    c->peer_ctx[i] = c->shm;
-    c->peer_idx[i] = i;
-  }
+  comm_connect_paths(c, kinds);
   return qcclSuccess;
 }
 
@@ -200,14 +177,14 @@ static qcclResult_t comm_connect_local(qcclComm_t c) {
  * internal node communicator (shared memory); the others are reached
  * through UCX. */
 static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* peers,
-                                        const qcclConfig_t* config) {
+                                        const path_kind_t* kinds, const qcclConfig_t* config) {
 #if QCCL_HAVE_UCX
   bootstrap_t* nb;
   QCCL_CHECK(boot_split(c->boot, c->node_of[c->rank], c->rank, &nb));
   QCCL_CHECK(comm_build(nb, c->timeout, config, &c->node));
   int* remote = calloc((size_t)c->nranks, sizeof *remote);
   if (!remote) return QCCL_ERR(qcclSystemError, "out of memory");
-  for (int i = 0; i < c->nranks; i++) remote[i] = c->node_of[i] != c->node_of[c->rank];
+  for (int i = 0; i < c->nranks; i++) remote[i] = kinds[i] == PATH_UCX;
   qcclResult_t r = ucx_open(c->boot, remote, c->timeout, &c->ucx);
   free(remote);
   if (r != qcclSuccess) return r;
@@ -218,21 +195,12 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
     QCCL_CHECK(comm_build(rb, c->timeout, config, &c->rail));
   }
   c->spin = c->node->spin;
-  for (int i = 0, local = 0; i < c->nranks; i++) {
-    if (c->node_of[i] == c->node_of[c->rank]) {
-      c->peer_ops[i] = &shm_p2p_ops;
-      c->peer_ctx[i] = c->node->shm;
-      c->peer_idx[i] = local++;
-    } else {
-      c->peer_ops[i] = &ucx_p2p_ops;
-      c->peer_ctx[i] = c->ucx;
-      c->peer_idx[i] = i;
-    }
-  }
+  comm_connect_paths(c, kinds);
   (void)peers;
   return qcclSuccess;
 #else
   (void)config;
+  (void)kinds;
   int other = 0;
   while (c->node_of[other] == c->node_of[0]) other++;
   return QCCL_ERR(qcclInvalidUsage,
@@ -248,6 +216,7 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
                                qcclComm_t* out) {
   qcclResult_t r;
   comm_peer_info_t* peers = NULL;
+  path_kind_t* kinds = NULL;
   qcclComm_t c = calloc(1, sizeof *c);
   if (!c) {
     boot_close(boot);
@@ -280,10 +249,17 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   c->nnodes = comm_place(peers, c->nranks, c->node_of);
   QCCL_CHECK_GOTO(comm_topo_build(c), r, fail);
   QCCL_CHECK_GOTO(comm_parse_algo(c), r, fail);
+  kinds = malloc(w * sizeof *kinds);
+  if (kinds == NULL) {
+    r = QCCL_ERR(qcclSystemError, "out of memory");
+    goto fail;
+  }
+  path_host_row(c->rankmap, c->rank, kinds);
   if (c->nnodes == 1)
-    QCCL_CHECK_GOTO(comm_connect_local(c), r, fail);
+    QCCL_CHECK_GOTO(comm_connect_local(c, kinds), r, fail);
   else
-    QCCL_CHECK_GOTO(comm_connect_remote(c, peers, config), r, fail);
+    QCCL_CHECK_GOTO(comm_connect_remote(c, peers, kinds, config), r, fail);
+  QCCL_CHECK_GOTO(coll_agree_init(c), r, fail);
   c->stats_own.cur = -1;
   coll_stats_attach(c, &c->stats_own);
   if (c->node) c->node->top = c; /* their waits check this one's abort */
@@ -292,10 +268,12 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   QCCL_INFO(LOG_INIT, "comm %s rank %d/%d pid %d on node %d of %d ready (timeout %.0f s)", c->name,
             c->rank, c->nranks, (int)getpid(), c->node_of[c->rank], c->nnodes, timeout);
   free(peers);
+  free(kinds);
   *out = c;
   return qcclSuccess;
 fail:
   free(peers);
+  free(kinds);
   comm_free_parts(c, 1);
   return r;
 }

@@ -93,12 +93,15 @@ static qcclResult_t group_run_batch(void* arg) {
     int j = i + 1;
     if (ops[i].zq != NULL) {
       while (j < b->n && ops[j].zq != NULL) j++;
-      r = group_run_zero(ops, i, j);
+      for (int k = i; k < j && r == qcclSuccess; k++)
+        r = coll_agree_begin(ops[k].comm, NULL, ops[k].zq);
+      if (r == qcclSuccess) r = group_run_zero(ops, i, j);
     } else if (group_is_p2p(&ops[i].args)) {
       while (j < b->n && ops[j].zq == NULL && group_is_p2p(&ops[j].args)) j++;
       r = group_run_p2p(ops, i, j);
     } else {
-      r = coll_run(ops[i].comm, &ops[i].args);
+      r = coll_agree_begin(ops[i].comm, &ops[i].args, NULL);
+      if (r == qcclSuccess) r = coll_agree_end(ops[i].comm, coll_run(ops[i].comm, &ops[i].args));
     }
     i = j;
   }

@@ -16,6 +16,7 @@
  */
 #include "transport/ucx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
@@ -64,17 +65,25 @@ static qcclResult_t ucx_make_worker(ucx_t* u) {
   ucp_config_t* cfg = NULL;
   QCCL_CHECK(ucx_status(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read"));
   qcclResult_t r = qcclSuccess;
+  const char* tls = NULL;
+  char what[160] = "ucp_init";
   if (getenv("UCX_TLS") == NULL) {
-    const char* tls = env_get("QCCL_UCX_TLS");
+    tls = env_get("QCCL_UCX_TLS");
     if (tls == NULL) tls = "^sm";
-    r = ucx_status(ucp_config_modify(cfg, "TLS", tls), "UCX transports (QCCL_UCX_TLS)");
+    snprintf(what, sizeof what, "UCX transports QCCL_UCX_TLS='%.64s' (UCX_TLS unset)", tls);
+    r = ucx_status(ucp_config_modify(cfg, "TLS", tls), what);
+  } else {
+    snprintf(what, sizeof what, "UCX transports UCX_TLS='%.64s'", getenv("UCX_TLS"));
   }
   if (r == qcclSuccess) {
     ucp_params_t p;
     memset(&p, 0, sizeof p);
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
     p.features = UCP_FEATURE_TAG;
-    r = ucx_status(ucp_init(&p, cfg, &u->ctx), "ucp_init");
+    ucs_status_t s = ucp_init(&p, cfg, &u->ctx);
+    if (s != UCS_OK)
+      r = QCCL_ERR(qcclInvalidArgument, "ucp_init: %s: %s (no such transport on this machine?)",
+                   what, ucs_status_string(s));
   }
   ucp_config_release(cfg);
   if (r != qcclSuccess) return r;

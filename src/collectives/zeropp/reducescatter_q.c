@@ -10,7 +10,7 @@
  *   1. rank (a, l) quantizes, for every local index m and node b, its
  *      piece of block (b, m) under the intra spec (slices reordered so the
  *      result lands on its rank, whatever the placement: the rank at
- *      (b, m) comes from the map of zero_common.c);
+ *      (b, m) comes from the communicator's rank map);
  *   2. one all-to-all inside the node: local peer m receives the N chunks
  *      for the ranks of its local index (one message, scales inline);
  *   3. fused dequantize + f32 sum over the L local sources (in local order)
@@ -66,9 +66,7 @@ typedef struct {
 static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
                              const quant_params_t* inter, rsq_plan_t* pl) {
   memset(pl, 0, sizeof *pl);
-  struct zero_comm* z;
-  QCCL_CHECK(zero_state(comm, &z));
-  const zero_map_t* m = &z->map;
+  const topo_rankmap_t* m = comm->rankmap;
   pl->comm = comm;
   QCCL_CHECK(zero_isa(&pl->isa));
   pl->two = comm->nnodes > 1 && m->equal;
@@ -76,20 +74,21 @@ static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
   pl->p2 = *inter;
   int w = comm->nranks;
   if (pl->two) {
-    int L = m->lmax, N = m->nnodes;
+    int L = m->max_size, N = m->nnodes;
     pl->c1 = comm->node;
     pl->g = L;
-    pl->me1 = m->local[comm->rank];
+    pl->me1 = m->local_rank[comm->rank];
     pl->nsub = N;
     pl->n = N;
-    pl->me2 = m->node[comm->rank];
+    pl->me2 = m->node_of[comm->rank];
     pl->c2 = comm->rail ? comm->rail : comm;
     pl->dest = malloc(sizeof *pl->dest * (size_t)L * (size_t)N);
     pl->rail_peer = malloc(sizeof *pl->rail_peer * (size_t)N);
     if (!pl->dest || !pl->rail_peer) return QCCL_ERR(qcclSystemError, "out of memory");
     for (int k = 0; k < L; k++)
-      for (int b = 0; b < N; b++) pl->dest[k * N + b] = m->at[b * L + k];
-    for (int b = 0; b < N; b++) pl->rail_peer[b] = comm->rail ? b : m->at[b * L + pl->me1];
+      for (int b = 0; b < N; b++) pl->dest[k * N + b] = topo_rankmap_rank_at(m, b, k);
+    for (int b = 0; b < N; b++)
+      pl->rail_peer[b] = comm->rail ? b : topo_rankmap_rank_at(m, b, pl->me1);
   } else {
     pl->c1 = comm;
     pl->g = w;
@@ -110,9 +109,8 @@ static void rsq_plan_free(rsq_plan_t* pl) {
 }
 
 size_t zero_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* inter) {
-  struct zero_comm* z;
-  if (comm->nnodes <= 1 || zero_state(comm, &z) != qcclSuccess || !z->map.equal) return 0;
-  return (size_t)z->map.nnodes * quant_coded_elems(inter, rc);
+  if (comm->nnodes <= 1 || !comm->rankmap->equal) return 0;
+  return (size_t)comm->rankmap->nnodes * quant_coded_elems(inter, rc);
 }
 
 /* Step 5 (and the one-level final sum): acc = sum of the k chunks, then

@@ -221,12 +221,9 @@ static qcclResult_t sec_gather_run(void* argp) {
   coll_args_t ah = {COLL_ALLGATHER, &hdr[s->local], hdr, sizeof *hdr, qcclUint8, qcclSum, -1};
   r = coll_run(node, &ah);
   if (r != qcclSuccess) goto done;
-  struct zero_comm* z;
-  r = zero_state(comm, &z);
-  if (r != qcclSuccess) goto done;
-  int mynode = z->map.node[comm->rank];
+  int mynode = comm->rankmap->node_of[comm->rank];
   for (size_t k = 0; k < L; k++) {
-    int who = z->map.at[mynode * z->map.lmax + (int)k];
+    int who = topo_rankmap_rank_at(comm->rankmap, mynode, (int)k);
     if (hdr[k].state != SEC_FULL) {
       r = QCCL_ERR(qcclInvalidUsage,
                    "%s: rank %d holds no secondary shard (never filled, or invalidated): run the "

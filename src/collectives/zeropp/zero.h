@@ -7,9 +7,10 @@
  * Placement: W ranks on N nodes (comm->node_of); a rank's local index is
  * its position among the ranks of its node in global rank order (the
  * order of comm->node), and the rail of local index l holds one rank per
- * node in node order (comm->rail). zero_map_t is that map, kept per
- * communicator in struct zero_comm (comm->zero), with the policy, the
- * comm-owned error-feedback residuals and scratch buffers.
+ * node in node order (comm->rail): the topology's rank map of the
+ * communicator (comm->rankmap, topology/rankmap.h). struct zero_comm
+ * (comm->zero) keeps the policy, the comm-owned error-feedback residuals
+ * and scratch buffers.
  */
 #ifndef QCCL_ZERO_ZERO_H_
 #define QCCL_ZERO_ZERO_H_
@@ -20,16 +21,7 @@
 #include "collectives/coll.h"
 #include "core/stream.h"
 #include "quant/quant.h"
-
-/* Where the ranks sit. */
-typedef struct {
-  int nnodes; /* N */
-  int lmax;   /* the largest number of ranks on a node */
-  int equal;  /* 1 if every node holds lmax ranks */
-  int* node;  /* [W] node of each rank */
-  int* local; /* [W] local index of each rank */
-  int* at;    /* [N * lmax] global rank at (node b, local m), -1 if none */
-} zero_map_t;
+#include "topology/rankmap.h"
 
 /* A comm-owned error-feedback residual. */
 typedef struct zero_residual {
@@ -52,7 +44,6 @@ enum { ZERO_POL_AG = 0, ZERO_POL_RS = 1, ZERO_POL_AR = 2, ZERO_POL_NUM = 3 };
 #define ZERO_NSCRATCH 6
 
 struct zero_comm {
-  zero_map_t map;
   zero_policy_t policy[ZERO_POL_NUM];
   zero_residual_t* residuals;
   void* scratch[ZERO_NSCRATCH];
@@ -178,6 +169,11 @@ qcclResult_t zero_run_one(const zero_op_t* op);
 /* 1 if a policy turns this plain call, issued by the user, into a
  * quantized one (decided when the call is issued, group.c). */
 int zero_policy_applies(qcclComm_t comm, const coll_args_t* a);
+
+/* Parses text as QCCL_POLICY would, without the environment: 0 when it is
+ * valid, -1 with the message in msg (len bytes) otherwise. For the tests
+ * and the fuzz target. */
+int zero_policy_check(const char* text, char* msg, size_t len);
 
 /* The quantized call of a plain one for which zero_policy_applies. */
 qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op);

@@ -24,9 +24,6 @@
 
 void zero_comm_free(struct zero_comm* z) {
   if (z == NULL) return;
-  free(z->map.node);
-  free(z->map.local);
-  free(z->map.at);
   for (zero_residual_t* r = z->residuals; r;) {
     zero_residual_t* next = r->next;
     free(r->buf);
@@ -37,43 +34,10 @@ void zero_comm_free(struct zero_comm* z) {
   free(z);
 }
 
-static qcclResult_t zero_map_build(qcclComm_t comm, zero_map_t* m) {
-  int w = comm->nranks, n = comm->nnodes;
-  m->nnodes = n;
-  m->node = calloc((size_t)w, sizeof *m->node);
-  m->local = calloc((size_t)w, sizeof *m->local);
-  int* count = calloc((size_t)n, sizeof *count);
-  if (!m->node || !m->local || !count) {
-    free(count);
-    return QCCL_ERR(qcclSystemError, "out of memory (rank map)");
-  }
-  for (int r = 0; r < w; r++) {
-    int b = comm->node_of[r];
-    m->node[r] = b;
-    m->local[r] = count[b]++;
-  }
-  m->lmax = 0;
-  for (int b = 0; b < n; b++)
-    if (count[b] > m->lmax) m->lmax = count[b];
-  m->equal = 1;
-  for (int b = 0; b < n; b++) m->equal &= count[b] == m->lmax;
-  free(count);
-  m->at = malloc(sizeof *m->at * (size_t)n * (size_t)m->lmax);
-  if (!m->at) return QCCL_ERR(qcclSystemError, "out of memory (rank map)");
-  for (int i = 0; i < n * m->lmax; i++) m->at[i] = -1;
-  for (int r = 0; r < w; r++) m->at[m->node[r] * m->lmax + m->local[r]] = r;
-  return qcclSuccess;
-}
-
 qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
   if (comm->zero == NULL) {
     struct zero_comm* z = calloc(1, sizeof *z);
     if (!z) return QCCL_ERR(qcclSystemError, "out of memory");
-    qcclResult_t r = zero_map_build(comm, &z->map);
-    if (r != qcclSuccess) {
-      zero_comm_free(z);
-      return r;
-    }
     comm->zero = z;
   }
   *out = comm->zero;
@@ -98,7 +62,7 @@ qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) 
 }
 
 qcclResult_t zero_residual(qcclComm_t comm, int tag, size_t count, float** out) {
-  struct zero_comm* z;
+  struct zero_comm* z = NULL;
   QCCL_CHECK(zero_state(comm, &z));
   zero_residual_t* r = z->residuals;
   while (r && r->tag != tag) r = r->next;
