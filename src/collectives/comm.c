@@ -120,7 +120,7 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   free(c->scratch[1]);
   free(c->check_recs);
   stream_destroy(c->rail_stream);
-  zero_comm_free(c->zero);
+  zpp_comm_free(c->zero);
   free(c);
 }
 
