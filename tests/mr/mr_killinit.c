@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
   fflush(stdout);
   setenv("QCCL_SOCKET_IFNAME", "lo", 1);
   setenv("QCCL_TIMEOUT", "60", 1);
-  setenv("QCCL_SECRET", "mr-killinit", 1);
+  setenv("QCCL_SECRET", "mr-killinit-secret-0123456789", 1); /* 16 characters at least */
   snprintf(logdir, sizeof logdir, "/tmp/mr_killinit.XXXXXX");
   if (!mkdtemp(logdir)) {
     perror("mkdtemp");
