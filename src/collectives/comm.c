@@ -110,7 +110,10 @@ static void comm_free_parts(qcclComm_t c, int abort) {
 #if QCCL_HAVE_UCX
   ucx_close(c->ucx, abort || c->async_error != qcclSuccess);
 #endif
-  boot_close(c->boot);
+  /* in good order (a destroy of a healthy communicator): the previous rank
+   * of the ring may still be finishing the last exchange, and must not take
+   * this rank's leaving for a failure */
+  boot_close(c->boot, !abort && atomic_load(&c->async_error) == qcclSuccess);
   free(c->peer_ops);
   free(c->peer_ctx);
   free(c->peer_idx);
@@ -231,7 +234,7 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   path_kind_t* kinds = NULL;
   qcclComm_t c = calloc(1, sizeof *c);
   if (!c) {
-    boot_close(boot);
+    boot_close(boot, 0);
     return QCCL_ERR(qcclSystemError, "out of memory");
   }
   engine_comm_init(c);

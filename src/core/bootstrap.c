@@ -36,6 +36,7 @@
 struct bootstrap {
   int rank, nranks;
   int next_fd, prev_fd;
+  int next_bye; /* next left in good order (sock_bye): no longer watched */
   uint8_t secret[BOOT_SECRET_BYTES];
   double timeout;
   sock_addr_t local; /* the interface this rank uses to reach the others */
@@ -638,7 +639,7 @@ fail:
   if (rfd >= 0) close(rfd);
   if (lfd >= 0) close(lfd);
   free(addrs);
-  boot_close(b);
+  boot_close(b, 0);
   return r;
 }
 
@@ -651,11 +652,12 @@ qcclResult_t boot_allgather(bootstrap_t* b, void* data, size_t size) {
   for (int s = 0; s < w - 1; s++) {
     int si = (b->rank - s + w) % w, ri = (b->rank - s - 1 + w) % w;
     boot_msg_t out = {BOOT_MSG_MAGIC, b->seq, size}, in;
-    QCCL_CHECK(sock_sendrecv(b->next_fd, &out, b->prev_fd, &in, sizeof out, deadline));
+    QCCL_CHECK(
+        sock_sendrecv(b->next_fd, &out, b->prev_fd, &in, sizeof out, deadline, &b->next_bye));
     QCCL_CHECK(boot_msg_check(&in, sizeof in, b->seq, size, b->rank));
     b->seq++;
     QCCL_CHECK(sock_sendrecv(b->next_fd, d + (size_t)si * size, b->prev_fd, d + (size_t)ri * size,
-                             size, deadline));
+                             size, deadline, &b->next_bye));
   }
   return qcclSuccess;
 }
@@ -742,7 +744,7 @@ qcclResult_t boot_split(bootstrap_t* b, int color, int key, bootstrap_t** out) {
   return qcclSuccess;
 fail:
   if (lfd >= 0) close(lfd);
-  boot_close(nb);
+  boot_close(nb, 0);
   free(all);
   free(addrs);
   return r;
@@ -760,8 +762,9 @@ double boot_timeout(const bootstrap_t* b) {
   return b->timeout;
 }
 
-void boot_close(bootstrap_t* b) {
+void boot_close(bootstrap_t* b, int orderly) {
   if (!b) return;
+  if (orderly && b->prev_fd >= 0) sock_bye(b->prev_fd);
   if (b->next_fd >= 0) close(b->next_fd);
   if (b->prev_fd >= 0) close(b->prev_fd);
   free(b);

@@ -63,7 +63,7 @@ int boot_nranks(const bootstrap_t* b);
 double boot_timeout(const bootstrap_t* b);
 
 /* Closes every socket and frees b (NULL is fine). Local. */
-void boot_close(bootstrap_t* b);
+void boot_close(bootstrap_t* b, int orderly);
 
 /* ---- the message checks, pure (tests/fuzz drives them) ---------------- */
 

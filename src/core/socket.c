@@ -315,20 +315,33 @@ qcclResult_t sock_recv_all(int fd, void* buf, size_t n, double deadline) {
   return qcclSuccess;
 }
 
+#define SOCK_BYE 0xb7
+
+void sock_bye(int fd) {
+  unsigned char c = SOCK_BYE;
+  if (send(fd, &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    /* the peer is gone or its buffer is full: it will see the close */
+  }
+}
+
 qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_t n,
-                           double deadline) {
+                           double deadline, int* sfd_bye) {
   const char* sp = sbuf;
   char* rp = rbuf;
   size_t sleft = n, rleft = n;
   while (sleft > 0 || rleft > 0) {
     struct pollfd p[2];
     int np = 0, si = -1, ri = -1;
-    if (sfd != rfd) {
-      /* the send side is always watched: the peer never writes on it */
+    if (sfd != rfd && !*sfd_bye) {
+      /* the send side is watched: the peer never writes on it but its bye */
       p[np] = (struct pollfd){.fd = sfd, .events = POLLRDHUP | POLLIN, .revents = 0};
       if (sleft > 0) p[np].events |= POLLOUT;
       si = np++;
     } else if (sleft > 0) {
+      if (sfd != rfd)
+        return QCCL_ERR(qcclRemoteError,
+                        "bootstrap: the next rank left before this exchange ended (it destroyed "
+                        "its communicator while this rank still had to send to it)");
       p[np] = (struct pollfd){.fd = sfd, .events = POLLOUT, .revents = 0};
       si = np++;
     }
@@ -340,9 +353,16 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
     if (left <= 0) return QCCL_ERR(qcclTimeout, "bootstrap exchange timed out");
     int rc = poll(p, (nfds_t)np, left > 1.0 ? 1000 : (int)(left * 1000) + 1);
     if (rc < 0 && errno != EINTR) return QCCL_ERRNO(qcclSystemError, errno, "poll");
-    if (si >= 0 && sfd != rfd && (p[si].revents & (POLLRDHUP | POLLIN | POLLHUP | POLLERR)))
+    if (si >= 0 && sfd != rfd && (p[si].revents & (POLLRDHUP | POLLIN | POLLHUP | POLLERR))) {
+      unsigned char c = 0;
+      if (!(p[si].revents & POLLERR) && recv(sfd, &c, 1, MSG_DONTWAIT) == 1 && c == SOCK_BYE &&
+          sleft == 0) {
+        *sfd_bye = 1; /* it left in good order, with all it needed */
+        continue;
+      }
       return QCCL_ERR(qcclRemoteError,
                       "bootstrap: the next rank closed its connection (it failed or exited)");
+    }
     if (si >= 0 && sleft > 0 && p[si].revents) {
       ssize_t k = send(sfd, sp, sleft, MSG_NOSIGNAL);
       if (k > 0) {

@@ -58,11 +58,18 @@ qcclResult_t sock_send_all(int fd, const void* buf, size_t n, double deadline);
 qcclResult_t sock_recv_all(int fd, void* buf, size_t n, double deadline);
 
 /* Sends n bytes on sfd while receiving n bytes on rfd (both may be large
- * without deadlock). sfd is never read: data or end of stream on it means
- * the peer left, which fails the call at once (a ring's failure travels
- * around it in both directions). */
+ * without deadlock). The peer on sfd never writes on it, except one
+ * SOCK_BYE byte when it leaves in good order (sock_bye): anything else, or
+ * the end of the stream, means it failed, which fails the call at once (a
+ * ring's failure travels around it in both directions). After a bye (kept
+ * in *sfd_bye across calls) sfd is no longer watched: the peer had all it
+ * needed, so only a send still due to it fails. */
 qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_t n,
-                           double deadline);
+                           double deadline, int* sfd_bye);
+
+/* Tells the peer that sends on fd (whose sock_sendrecv watches it) that
+ * this end leaves in good order. Best effort, never blocks. */
+void sock_bye(int fd);
 
 /* The local address of a connected socket (the interface that reaches the
  * peer), port set to 0. */
