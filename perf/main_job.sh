@@ -10,7 +10,8 @@
 # the bandwidths line up. As root it ends with what quantization is for:
 # the collectives of one ZeRO-3 step across two simulated hosts on a 1
 # Gbit/s link, plain against ZeRO++ (qccl-zero-bench), bytes on the wire
-# included.
+# included, and a quantized gather on a host stream overlapping the
+# caller's work (qccl-overlap-bench).
 #
 # Environment: QCCL_MAIN_RANKS (default 4), QCCL_MAIN_ITERS (default 10).
 set -uo pipefail
@@ -42,6 +43,13 @@ if [ "$(id -u)" -eq 0 ]; then
     "$build/perf/qccl-zero-bench" -b 16M -n 3 -w 1
   zrc=$?
   [ "$rc" -eq 0 ] && rc=$zrc
+  echo
+  echo "# host streams: a 16 MiB qwZ gather queued on a stream while the caller works"
+  echo "# (2 simulated hosts x 1 rank, 1 Gbit/s; 'sleep' stands for a GPU kernel)"
+  "$build/tools/qcclrun" -n 2 --nodes 2 --link 1gbit --no-prefix --timeout 300 -- \
+    "$build/perf/qccl-overlap-bench" -b 16M -n 3
+  orc=$?
+  [ "$rc" -eq 0 ] && rc=$orc
 else
   echo "# (as root, the main job also runs plain vs ZeRO++ across two simulated hosts)"
 fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The full test suite, as CI runs it: install, build with warnings as
 # errors, check formatting, run every meson test suite, then rebuild with
-# AddressSanitizer + UndefinedBehaviorSanitizer and run the unit and
-# multi-rank suites again. Ends with one line "N passed, N failed, N skipped".
+# AddressSanitizer + UndefinedBehaviorSanitizer and run the unit,
+# multi-rank and engine suites again, then the engine suite under
+# ThreadSanitizer. Ends with one line "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -58,7 +59,7 @@ if [ ! -f build-asan/build.ninja ]; then
 fi
 if ninja -C build-asan > build-asan-ninja.txt 2>&1; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite mr \
+    meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite mr --suite engine \
     --suite quant --suite topology --suite zeropp > build-asan/test-output.txt 2>&1
   tail -n 30 build-asan/test-output.txt
   count build-asan/meson-logs/testlog.json "sanitizer build"
@@ -67,6 +68,26 @@ else
   echo "sanitizer build: failed to build"; failed=$((failed + 1))
 fi
 rm -f build-asan-ninja.txt
+
+# thread-sanitizer build: the engine suite (host streams, abort from another
+# thread), without UCX (its init trips TSan) and without CUDA; only what the
+# suite runs is built
+if [ ! -f build-tsan/build.ninja ]; then
+  meson setup build-tsan --werror -Dbuildtype=debugoptimized -Db_sanitize=thread \
+    -Db_lundef=false -Dcuda=disabled -Ducx=disabled > /dev/null
+fi
+if ninja -C build-tsan tools/qcclrun tests/engine/eng_stream tests/engine/eng_fault \
+  > build-tsan-ninja.txt 2>&1; then
+  TSAN_OPTIONS=halt_on_error=1 \
+    meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 --suite engine \
+    > build-tsan/test-output.txt 2>&1
+  tail -n 15 build-tsan/test-output.txt
+  count build-tsan/meson-logs/testlog.json "thread-sanitizer build"
+else
+  tail -n 40 build-tsan-ninja.txt
+  echo "thread-sanitizer build: failed to build"; failed=$((failed + 1))
+fi
+rm -f build-tsan-ninja.txt
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/engine.h"
 #include "collectives/group.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
@@ -38,7 +39,8 @@ static const coll_shape_t coll_shapes[COLL_NUM_KINDS] = {
     [COLL_BARRIER] = {0, 0, 0, 0, 0, 0, 0},
 };
 
-static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_t stream) {
+static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_t stream,
+                              stream_t** s) {
   const char* name = coll_names[a->kind];
   const coll_shape_t* sh = &coll_shapes[a->kind];
   if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is NULL", name);
@@ -50,10 +52,11 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
              qcclGetErrorString(comm->async_error));
     return comm->async_error;
   }
-  if (stream != NULL)
-    return QCCL_ERR(qcclInvalidUsage,
-                    "qccl%s: stream must be NULL (host and CUDA streams are not supported yet)",
-                    name);
+  if (stream != NULL) {
+    char fn[32];
+    snprintf(fn, sizeof fn, "qccl%s", name);
+    QCCL_CHECK(engine_stream_arg(fn, stream, s));
+  }
   if (a->kind == COLL_BARRIER) return qcclSuccess;
   size_t es = dtype_size(a->datatype);
   if (es == 0)
@@ -97,7 +100,8 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
 
 static qcclResult_t api_submit(qcclComm_t comm, const coll_args_t* a, qcclStream_t stream) {
   err_clear();
-  qcclResult_t r = api_check(comm, a, stream);
+  stream_t* s = NULL;
+  qcclResult_t r = api_check(comm, a, stream, &s);
   if (r != qcclSuccess) {
     if (comm && comm->magic == COMM_MAGIC && r != comm->async_error)
       snprintf(comm->last_error, sizeof comm->last_error, "%s", err_last());
@@ -105,7 +109,7 @@ static qcclResult_t api_submit(qcclComm_t comm, const coll_args_t* a, qcclStream
   }
   QCCL_TRACE(LOG_COLL, "qccl%s count %zu %s %s root/peer %d", coll_names[a->kind], a->count,
              dtype_name(a->datatype), redop_name(a->op), a->root);
-  return group_submit(comm, a);
+  return group_submit(comm, a, s);
 }
 
 qcclResult_t qcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -280,7 +284,6 @@ int coll_stat_slot_of(coll_kind_t kind) {
 }
 
 qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
-  if (zero_policy_applies(comm, a)) return zero_policy_run(comm, a); /* QCCL_POLICY */
   int prev = coll_stats_enter(comm, coll_stat_slot[a->kind]);
   qcclResult_t r = qcclSuccess;
   /* NCCL's rule: a collective of zero elements is a no-op (its buffers may

@@ -10,6 +10,8 @@
 #ifndef QCCL_COLLECTIVES_COLL_H_
 #define QCCL_COLLECTIVES_COLL_H_
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -59,14 +61,14 @@ typedef struct {
 } coll_args_t;
 
 struct qcclComm {
-  uint32_t magic;
+  _Atomic uint32_t magic; /* read by calls inside while another thread aborts */
   int rank, nranks;
   bootstrap_t* boot;
   shm_t* shm;
   double timeout;
   int ncores;
   int finalized;
-  qcclResult_t async_error; /* sticky: a timeout or a remote failure */
+  _Atomic qcclResult_t async_error; /* sticky: a timeout or a remote failure */
   char name[64];
   char last_error[QCCL_LAST_ERROR_BYTES];
   /* the point-to-point transport reaching each peer, its context, and the
@@ -97,7 +99,38 @@ struct qcclComm {
   size_t scratch_bytes[2];
   /* the ZeRO++ collectives' state (src/collectives/zeropp), made on first use */
   struct zero_comm* zero;
+  /* the engine (engine.c): turns of the calls issued on this communicator
+   * (seq_next issued, seq_done ended), references (the user's, one per call
+   * issued and not ended), and the abort flag. Internal communicators (node,
+   * rail) point `top` at the user's communicator they serve, whose flag
+   * their waits check; a user's communicator points at itself. */
+  pthread_mutex_t eng_mu;
+  pthread_cond_t eng_cv;
+  uint64_t seq_next, seq_done;
+  int refs;
+  _Atomic int aborting;
+  struct qcclComm* top;
+  /* the agreement check of the user's calls (agree.c, QCCL_CHECK) */
+  int check;
+  uint64_t check_calls; /* user's collectives checked so far */
+  uint64_t* check_recs; /* the node's records of the call being checked */
 };
+
+struct zero_op;
+
+/* QCCL_CHECK (agree.c): checks that every rank of the node makes the same
+ * user's collective (a, or the ZeRO++ call z): call begin before running
+ * it and end with its result after; either fails with qcclInvalidUsage on
+ * every rank when they disagree. */
+qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const struct zero_op* z);
+qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r);
+
+/* Reads QCCL_CHECK and sizes the check's buffers, once c is connected. */
+qcclResult_t coll_agree_init(qcclComm_t c);
+
+/* Frees c and its internal communicators (engine.c calls it when the last
+ * reference goes); abort closes connections without flushing. */
+void comm_free(qcclComm_t c, int abort);
 
 /* Frees a communicator's ZeRO++ state (NULL allowed); src/collectives/zeropp. */
 void zero_comm_free(struct zero_comm* z);

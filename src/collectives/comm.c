@@ -17,10 +17,12 @@
 
 #include "collectives/coll.h"
 #include "collectives/comm_topo.h"
+#include "collectives/engine.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "qccl_config.h"
 #include "topology/host.h"
+#include "topology/path.h"
 #include "topology/rankmap.h"
 #if QCCL_HAVE_UCX
 #include "transport/ucx.h"
@@ -104,6 +106,7 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   comm_topo_free(c);
   free(c->scratch[0]);
   free(c->scratch[1]);
+  free(c->check_recs);
   zero_comm_free(c->zero);
   free(c);
 }
@@ -183,15 +186,31 @@ static int comm_place(comm_peer_info_t* peers, int n, int* node_of) {
 static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConfig_t* config,
                                qcclComm_t* out);
 
+/* Connects every peer through the transport the path table names for it
+ * (topology/path.c): the node's segment (peer index: its local rank), or
+ * UCX (peer index: its rank). */
+static void comm_connect_paths(qcclComm_t c, const path_kind_t* kinds) {
+  shm_t* s = c->node ? c->node->shm : c->shm;
+  for (int i = 0; i < c->nranks; i++) {
+    if (kinds[i] == PATH_UCX) {
+#if QCCL_HAVE_UCX
+      c->peer_ops[i] = &ucx_p2p_ops;
+      c->peer_ctx[i] = c->ucx;
+      c->peer_idx[i] = i;
+#endif
+    } else {
+      c->peer_ops[i] = &shm_p2p_ops;
+      c->peer_ctx[i] = s;
+      c->peer_idx[i] = c->rankmap->local_rank[i];
+    }
+  }
+}
+
 /* Transports of a communicator on one host: everything through its segment. */
-static qcclResult_t comm_connect_local(qcclComm_t c) {
+static qcclResult_t comm_connect_local(qcclComm_t c, const path_kind_t* kinds) {
   QCCL_CHECK(shm_open_segment(c->boot, c->timeout, c->ncores, &c->shm));
   c->spin = c->shm->spin;
-  for (int i = 0; i < c->nranks; i++) {
-    c->peer_ops[i] = &shm_p2p_ops;
-    c->peer_ctx[i] = c->shm;
-    c->peer_idx[i] = i;
-  }
+  comm_connect_paths(c, kinds);
   return qcclSuccess;
 }
 
@@ -199,14 +218,14 @@ static qcclResult_t comm_connect_local(qcclComm_t c) {
  * internal node communicator (shared memory); the others are reached
  * through UCX. */
 static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* peers,
-                                        const qcclConfig_t* config) {
+                                        const path_kind_t* kinds, const qcclConfig_t* config) {
 #if QCCL_HAVE_UCX
   bootstrap_t* nb;
   QCCL_CHECK(boot_split(c->boot, c->node_of[c->rank], c->rank, &nb));
   QCCL_CHECK(comm_build(nb, c->timeout, config, &c->node));
   int* remote = calloc((size_t)c->nranks, sizeof *remote);
   if (!remote) return QCCL_ERR(qcclSystemError, "out of memory");
-  for (int i = 0; i < c->nranks; i++) remote[i] = c->node_of[i] != c->node_of[c->rank];
+  for (int i = 0; i < c->nranks; i++) remote[i] = kinds[i] == PATH_UCX;
   qcclResult_t r = ucx_open(c->boot, remote, c->timeout, &c->ucx);
   free(remote);
   if (r != qcclSuccess) return r;
@@ -217,21 +236,12 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
     QCCL_CHECK(comm_build(rb, c->timeout, config, &c->rail));
   }
   c->spin = c->node->spin;
-  for (int i = 0, local = 0; i < c->nranks; i++) {
-    if (c->node_of[i] == c->node_of[c->rank]) {
-      c->peer_ops[i] = &shm_p2p_ops;
-      c->peer_ctx[i] = c->node->shm;
-      c->peer_idx[i] = local++;
-    } else {
-      c->peer_ops[i] = &ucx_p2p_ops;
-      c->peer_ctx[i] = c->ucx;
-      c->peer_idx[i] = i;
-    }
-  }
+  comm_connect_paths(c, kinds);
   (void)peers;
   return qcclSuccess;
 #else
   (void)config;
+  (void)kinds;
   int other = 0;
   while (c->node_of[other] == c->node_of[0]) other++;
   return QCCL_ERR(qcclInvalidUsage,
@@ -247,11 +257,13 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
                                qcclComm_t* out) {
   qcclResult_t r;
   comm_peer_info_t* peers = NULL;
+  path_kind_t* kinds = NULL;
   qcclComm_t c = calloc(1, sizeof *c);
   if (!c) {
     boot_close(boot);
     return QCCL_ERR(qcclSystemError, "out of memory");
   }
+  engine_comm_init(c);
   c->boot = boot;
   c->rank = boot_rank(boot);
   c->nranks = boot_nranks(boot);
@@ -278,20 +290,31 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   c->nnodes = comm_place(peers, c->nranks, c->node_of);
   QCCL_CHECK_GOTO(comm_topo_build(c), r, fail);
   QCCL_CHECK_GOTO(comm_parse_algo(c), r, fail);
+  kinds = malloc(w * sizeof *kinds);
+  if (kinds == NULL) {
+    r = QCCL_ERR(qcclSystemError, "out of memory");
+    goto fail;
+  }
+  path_host_row(c->rankmap, c->rank, kinds);
   if (c->nnodes == 1)
-    QCCL_CHECK_GOTO(comm_connect_local(c), r, fail);
+    QCCL_CHECK_GOTO(comm_connect_local(c, kinds), r, fail);
   else
-    QCCL_CHECK_GOTO(comm_connect_remote(c, peers, config), r, fail);
+    QCCL_CHECK_GOTO(comm_connect_remote(c, peers, kinds, config), r, fail);
+  QCCL_CHECK_GOTO(coll_agree_init(c), r, fail);
   c->stats_own.cur = -1;
   coll_stats_attach(c, &c->stats_own);
+  if (c->node) c->node->top = c; /* their waits check this one's abort */
+  if (c->rail) c->rail->top = c;
   c->magic = COMM_MAGIC;
   QCCL_INFO(LOG_INIT, "comm %s rank %d/%d pid %d on node %d of %d ready (timeout %.0f s)", c->name,
             c->rank, c->nranks, (int)getpid(), c->node_of[c->rank], c->nnodes, timeout);
   free(peers);
+  free(kinds);
   *out = c;
   return qcclSuccess;
 fail:
   free(peers);
+  free(kinds);
   comm_free_parts(c, 1);
   return r;
 }
@@ -487,12 +510,12 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res) {
 qcclResult_t qcclCommFinalize(qcclComm_t comm) {
   err_clear();
   QCCL_CHECK(comm_check(comm));
-  /* every call is complete when it returns: nothing is in flight */
+  engine_comm_drain(comm); /* the calls queued on streams */
   comm->finalized = 1;
   return comm->async_error;
 }
 
-static void comm_free(qcclComm_t comm, int abort) {
+void comm_free(qcclComm_t comm, int abort) {
   comm->magic = COMM_DEAD;
   comm_free_parts(comm, abort);
 }
@@ -501,7 +524,8 @@ qcclResult_t qcclCommDestroy(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
   QCCL_CHECK(comm_check(comm));
-  comm_free(comm, 0);
+  comm->finalized = 1; /* refuse new calls while the queued ones end */
+  engine_comm_destroy(comm);
   return qcclSuccess;
 }
 
@@ -509,9 +533,10 @@ qcclResult_t qcclCommAbort(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
   QCCL_CHECK(comm_check(comm));
+  comm->magic = COMM_DEAD; /* the handle is gone; calls inside still see their memory */
   shm_t* s = comm->node ? comm->node->shm : comm->shm;
   if (s) shm_set_abort(s);
-  comm_free(comm, 1);
+  engine_comm_abort(comm);
   return qcclSuccess;
 }
 

@@ -60,14 +60,7 @@ void comm_topo_format_paths(qcclComm_t c, int which, char* buf, size_t len) {
   path_kind_t* kinds = malloc((size_t)c->nranks * sizeof *kinds);
   if (kinds == NULL) return;
   if (which == 0) {
-    for (int i = 0; i < c->nranks; i++) {
-      if (i == c->rank)
-        kinds[i] = PATH_SELF;
-      else if (c->peer_ops[i] == &shm_p2p_ops)
-        kinds[i] = PATH_SHM;
-      else
-        kinds[i] = PATH_UCX;
-    }
+    path_host_row(c->rankmap, c->rank, kinds);
   } else {
     path_device_row(c->rankmap, c->rank, QCCL_HAVE_CUDA, QCCL_HAVE_NCCL, kinds);
   }

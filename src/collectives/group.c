@@ -1,10 +1,17 @@
 /*
- * group.c - group semantics (NCCL's): between qcclGroupStart and the
- * matching qcclGroupEnd calls are queued in this thread; the outermost
- * GroupEnd runs them in the order they were made. Consecutive sends and
- * receives form one batch that is progressed together (p2p_run), so
- * exchanges that depend on each other (a ring shift, pipeline stages)
- * cannot deadlock; collectives run one after the other.
+ * group.c - group semantics (NCCL's) and the hand-over of calls to the
+ * engine: between qcclGroupStart and the matching qcclGroupEnd calls are
+ * queued in this thread; the outermost GroupEnd hands them to the engine
+ * as one batch, run in the order they were made. Consecutive sends and
+ * receives form one step progressed together (p2p_run), so exchanges that
+ * depend on each other (a ring shift, pipeline stages) cannot deadlock;
+ * consecutive ZeRO++ calls are fused into buckets (zero_run_ops);
+ * collectives run one after the other. Outside a group a call is a batch
+ * of one.
+ *
+ * A batch runs now on the caller's thread (stream NULL) or is queued on a
+ * host stream (engine.c); every call of a group must name the same
+ * stream, since the group is one unit of that stream.
  *
  * The queue is thread-local, as NCCL's group state is: the one piece of
  * per-thread state besides the last error message.
@@ -13,8 +20,9 @@
 
 #include <stdlib.h>
 
-#include "core/log.h"
+#include "collectives/engine.h"
 #include "collectives/zeropp/zero.h"
+#include "core/log.h"
 
 typedef struct {
   qcclComm_t comm;
@@ -22,13 +30,139 @@ typedef struct {
   zero_op_t* zq; /* a ZeRO++ call (src/collectives/zeropp), or NULL */
 } group_op_t;
 
+typedef struct {
+  group_op_t* ops;
+  int n;
+  int owned; /* ops and their zq are the batch's, freed with it */
+} group_batch_t;
+
 static _Thread_local int group_depth;
 static _Thread_local group_op_t* group_ops;
 static _Thread_local int group_n, group_cap;
+static _Thread_local stream_t* group_stream;
 
 static int group_is_p2p(const coll_args_t* a) {
   return a->kind == COLL_SEND || a->kind == COLL_RECV;
 }
+
+/* ---- running a batch (on the caller's thread or a stream's) ------------- */
+
+/* Runs the ZeRO++ calls [i, j) (zero_run_ops fuses what it can). */
+static qcclResult_t group_run_zero(const group_op_t* ops, int i, int j) {
+  zero_op_t** zs = malloc(sizeof *zs * (size_t)(j - i));
+  if (!zs) return QCCL_ERR(qcclSystemError, "out of memory running a group");
+  for (int k = i; k < j; k++) zs[k - i] = ops[k].zq;
+  qcclResult_t r = zero_run_ops(zs, j - i);
+  free(zs);
+  return r;
+}
+
+/* Runs ops [i, j) of one p2p step. */
+static qcclResult_t group_run_p2p(const group_op_t* ops, int i, int j) {
+  int n = j - i;
+  if (n == 1) {
+    qcclComm_t c = ops[i].comm;
+    return p2p_run(&ops[i].args, &c, 1);
+  }
+  coll_args_t* args = malloc(sizeof *args * (size_t)n);
+  qcclComm_t* comms = malloc(sizeof *comms * (size_t)n);
+  qcclResult_t r;
+  if (!args || !comms) {
+    r = QCCL_ERR(qcclSystemError, "out of memory running a group");
+  } else {
+    for (int k = 0; k < n; k++) {
+      args[k] = ops[i + k].args;
+      comms[k] = ops[i + k].comm;
+    }
+    r = p2p_run(args, comms, n);
+  }
+  free(args);
+  free(comms);
+  return r;
+}
+
+static qcclResult_t group_run_batch(void* arg) {
+  const group_batch_t* b = arg;
+  const group_op_t* ops = b->ops;
+  qcclResult_t r = qcclSuccess;
+  int i = 0;
+  while (i < b->n && r == qcclSuccess) {
+    /* a comm that failed or was aborted since the call was issued */
+    r = engine_comm_usable("qccl", ops[i].comm);
+    if (r != qcclSuccess) break;
+    int j = i + 1;
+    if (ops[i].zq != NULL) {
+      while (j < b->n && ops[j].zq != NULL) j++;
+      for (int k = i; k < j && r == qcclSuccess; k++)
+        r = coll_agree_begin(ops[k].comm, NULL, ops[k].zq);
+      if (r == qcclSuccess) r = group_run_zero(ops, i, j);
+    } else if (group_is_p2p(&ops[i].args)) {
+      while (j < b->n && ops[j].zq == NULL && group_is_p2p(&ops[j].args)) j++;
+      r = group_run_p2p(ops, i, j);
+    } else {
+      r = coll_agree_begin(ops[i].comm, &ops[i].args, NULL);
+      if (r == qcclSuccess) r = coll_agree_end(ops[i].comm, coll_run(ops[i].comm, &ops[i].args));
+    }
+    i = j;
+  }
+  return r;
+}
+
+static void group_batch_free(void* arg) {
+  group_batch_t* b = arg;
+  if (b->owned) {
+    for (int k = 0; k < b->n; k++) free(b->ops[k].zq);
+    free(b->ops);
+  }
+  free(b);
+}
+
+/* Hands ops[0..n) to the engine. owned: the ops array (and every zq) is
+ * heap memory the batch takes over; else it is the caller's, and the
+ * batch is copied first if it has to wait on a stream. */
+static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
+  /* the distinct communicators of the batch */
+  qcclComm_t one[1], *comms = one;
+  if (n > 1 && (comms = malloc(sizeof *comms * (size_t)n)) == NULL)
+    return QCCL_ERR(qcclSystemError, "out of memory running a group");
+  int nc = 0;
+  for (int k = 0; k < n; k++) {
+    int seen = 0;
+    for (int m = 0; m < nc && !seen; m++) seen = comms[m] == ops[k].comm;
+    if (!seen) comms[nc++] = ops[k].comm;
+  }
+  qcclResult_t r;
+  if (s == NULL) {
+    group_batch_t b = {ops, n, 0};
+    r = engine_submit(comms, nc, NULL, group_run_batch, &b, NULL);
+    if (owned) {
+      for (int k = 0; k < n; k++) free(ops[k].zq);
+      free(ops);
+    }
+  } else {
+    group_batch_t* b = malloc(sizeof *b);
+    if (b != NULL && !owned) {
+      group_op_t* copy = malloc(sizeof *copy * (size_t)n);
+      if (copy == NULL) {
+        free(b);
+        b = NULL;
+      } else {
+        for (int k = 0; k < n; k++) copy[k] = ops[k]; /* a lone zq is copied by the caller */
+        ops = copy;
+      }
+    }
+    if (b == NULL) {
+      r = QCCL_ERR(qcclSystemError, "out of memory queueing a call on a stream");
+    } else {
+      *b = (group_batch_t){ops, n, 1};
+      r = engine_submit(comms, nc, s, group_run_batch, b, group_batch_free);
+    }
+  }
+  if (comms != one) free(comms);
+  return r;
+}
+
+/* ---- submitting calls --------------------------------------------------- */
 
 static qcclResult_t group_grow(void) {
   if (group_n == group_cap) {
@@ -41,54 +175,70 @@ static qcclResult_t group_grow(void) {
   return qcclSuccess;
 }
 
-qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a) {
-  if (group_depth == 0) {
-    if (group_is_p2p(a)) return p2p_run(a, &comm, 1);
-    return coll_run(comm, a);
-  }
-  QCCL_CHECK(group_grow());
-  zero_op_t* zq = NULL;
+/* A call in an open group must name the group's stream. */
+static qcclResult_t group_check_stream(stream_t* s) {
+  if (group_n > 0 && s != group_stream)
+    return QCCL_ERR(qcclInvalidUsage,
+                    "stream=%p differs from the stream of the group's first call (%p): a group "
+                    "is one unit of one stream",
+                    (void*)s, (void*)group_stream);
+  group_stream = s;
+  return qcclSuccess;
+}
+
+qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a, stream_t* s) {
   if (zero_policy_applies(comm, a)) {
-    /* quantized by a policy: queued as its ZeRO++ call, so it can join a bucket */
-    zq = malloc(sizeof *zq);
-    if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a grouped call");
-    qcclResult_t r = zero_policy_op(comm, a, zq);
-    if (r != qcclSuccess) {
-      free(zq);
-      return r;
-    }
+    /* quantized by a policy (QCCL_POLICY, qcclCommSetPolicy): issued as its
+     * ZeRO++ call, which can join a bucket in a group */
+    zero_op_t zop;
+    qcclResult_t r = zero_policy_op(comm, a, &zop);
+    if (r != qcclSuccess) return zero_fail(comm, r);
+    zop.stream = s;
+    return group_submit_zero(comm, &zop);
   }
+  if (group_depth == 0) {
+    group_op_t one = {comm, *a, NULL};
+    return group_exec(&one, 1, 0, s);
+  }
+  QCCL_CHECK(group_check_stream(s));
+  QCCL_CHECK(group_grow());
   group_ops[group_n].comm = comm;
   group_ops[group_n].args = *a;
-  group_ops[group_n].zq = zq;
+  group_ops[group_n].zq = NULL;
   group_n++;
   return qcclSuccess;
 }
 
 qcclResult_t group_submit_zero(qcclComm_t comm, const zero_op_t* op) {
-  if (group_depth == 0) {
-    zero_op_t* one = (zero_op_t*)op;
-    return zero_run_ops(&one, 1);
+  stream_t* s = op->stream;
+  const coll_args_t none = {COLL_BARRIER, NULL, NULL, 0, qcclUint8, qcclSum, -1};
+  if (group_depth == 0 && s == NULL) {
+    group_op_t one = {comm, none, (zero_op_t*)op};
+    return group_exec(&one, 1, 0, NULL);
   }
-  QCCL_CHECK(group_grow());
+  if (group_depth > 0) QCCL_CHECK(group_check_stream(s));
   zero_op_t* zq = malloc(sizeof *zq);
-  if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a grouped call");
+  if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a call");
   *zq = *op;
+  if (group_depth == 0) {
+    group_op_t* one = malloc(sizeof *one);
+    if (!one) {
+      free(zq);
+      return QCCL_ERR(qcclSystemError, "out of memory queueing a call");
+    }
+    *one = (group_op_t){comm, none, zq};
+    return group_exec(one, 1, 1, s);
+  }
+  qcclResult_t r = group_grow();
+  if (r != qcclSuccess) {
+    free(zq);
+    return r;
+  }
   group_ops[group_n].comm = comm;
-  group_ops[group_n].args = (coll_args_t){COLL_BARRIER, NULL, NULL, 0, qcclUint8, qcclSum, -1};
+  group_ops[group_n].args = none;
   group_ops[group_n].zq = zq;
   group_n++;
   return qcclSuccess;
-}
-
-/* Runs the ZeRO++ calls [i, j) (zero_run_ops fuses what it can). */
-static qcclResult_t group_run_zero(int i, int j) {
-  zero_op_t** zs = malloc(sizeof *zs * (size_t)(j - i));
-  if (!zs) return QCCL_ERR(qcclSystemError, "out of memory running a group");
-  for (int k = i; k < j; k++) zs[k - i] = group_ops[k].zq;
-  qcclResult_t r = zero_run_ops(zs, j - i);
-  free(zs);
-  return r;
 }
 
 qcclResult_t qcclGroupStart(void) {
@@ -96,53 +246,20 @@ qcclResult_t qcclGroupStart(void) {
   return qcclSuccess;
 }
 
-/* Runs ops [i, j) of one p2p batch. */
-static qcclResult_t group_run_p2p(int i, int j) {
-  int n = j - i;
-  coll_args_t* args = malloc(sizeof *args * (size_t)n);
-  qcclComm_t* comms = malloc(sizeof *comms * (size_t)n);
-  qcclResult_t r;
-  if (!args || !comms) {
-    r = QCCL_ERR(qcclSystemError, "out of memory running a group");
-  } else {
-    for (int k = 0; k < n; k++) {
-      args[k] = group_ops[i + k].args;
-      comms[k] = group_ops[i + k].comm;
-    }
-    r = p2p_run(args, comms, n);
-  }
-  free(args);
-  free(comms);
-  return r;
-}
-
 qcclResult_t qcclGroupEnd(void) {
   if (group_depth == 0)
     return QCCL_ERR(qcclInvalidUsage, "qcclGroupEnd without a matching qcclGroupStart");
   if (--group_depth > 0) return qcclSuccess;
   err_clear();
-  qcclResult_t r = qcclSuccess;
-  int i = 0;
-  while (i < group_n && r == qcclSuccess) {
-    if (group_ops[i].zq != NULL) {
-      int j = i;
-      while (j < group_n && group_ops[j].zq != NULL) j++;
-      r = group_run_zero(i, j);
-      i = j;
-    } else if (group_is_p2p(&group_ops[i].args)) {
-      int j = i;
-      while (j < group_n && group_is_p2p(&group_ops[j].args)) j++;
-      r = group_run_p2p(i, j);
-      i = j;
-    } else {
-      r = coll_run(group_ops[i].comm, &group_ops[i].args);
-      i++;
-    }
-  }
-  for (int k = 0; k < group_n; k++) free(group_ops[k].zq);
-  group_n = 0;
-  free(group_ops);
+  group_op_t* ops = group_ops;
+  int n = group_n;
+  stream_t* s = group_stream;
   group_ops = NULL;
-  group_cap = 0;
-  return r;
+  group_n = group_cap = 0;
+  group_stream = NULL;
+  if (n == 0) {
+    free(ops);
+    return qcclSuccess;
+  }
+  return group_exec(ops, n, 1, s);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/engine.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/socket.h"
@@ -161,6 +162,12 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
     }
     if (idle_since == 0) idle_since = clock_now();
     if (!backoff_idle(&b)) continue;
+    for (int i = 0; i < n && failed < 0; i++) {
+      if (st[i].complete || !engine_aborted(comms[i])) continue;
+      r = engine_comm_usable(ops[i].kind == COLL_SEND ? "qcclSend" : "qcclRecv", comms[i]);
+      failed = i;
+    }
+    if (failed >= 0) goto done;
     int gone = -1;
     for (int i = 0; i < n && gone < 0; i++) {
       if (st[i].complete) continue;

@@ -12,6 +12,15 @@ const char* path_kind_name(path_kind_t k) {
   return (unsigned)k < PATH_NUM_KINDS ? names[k] : "?";
 }
 
+path_kind_t path_host_kind(int self, int same_node) {
+  return self ? PATH_SELF : same_node ? PATH_SHM : PATH_UCX;
+}
+
+void path_host_row(const topo_rankmap_t* map, int rank, path_kind_t* kinds) {
+  for (int i = 0; i < map->nranks; i++)
+    kinds[i] = path_host_kind(i == rank, map->node_of[i] == map->node_of[rank]);
+}
+
 path_kind_t path_device_kind(int self, int same_node, int have_cuda, int have_nccl) {
   if (self) return PATH_SELF;
   if (same_node) return have_cuda ? PATH_CUDA_IPC : have_nccl ? PATH_NCCL : PATH_SHM;

@@ -26,6 +26,14 @@ typedef enum {
 
 const char* path_kind_name(path_kind_t k);
 
+/* The transport of host buffers from this rank to a peer: itself and the
+ * ranks of its node through the node's shared segment (self: its own
+ * ring), the others through UCX. comm.c connects what this says. */
+path_kind_t path_host_kind(int self, int same_node);
+
+/* Host kinds of every peer of rank `rank` in map, into kinds[nranks]. */
+void path_host_row(const topo_rankmap_t* map, int rank, path_kind_t* kinds);
+
 /* The transport of device buffers from this rank to a peer: self, same
  * node or not, and what the build has. */
 path_kind_t path_device_kind(int self, int same_node, int have_cuda, int have_nccl);

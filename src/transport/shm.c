@@ -227,10 +227,20 @@ qcclResult_t shm_check_peers(shm_t* s, int peer) {
   return qcclSuccess;
 }
 
-/* Waits until every rank in [lo, hi) reached step. */
-static qcclResult_t shm_wait_range(shm_t* s, int lo, int hi, uint64_t step) {
+/* The counter a wait watches in rank j's control line: its step, or its
+ * agreement check's sequence. */
+static inline uint64_t shm_counter(const shm_t* s, int j, int check) {
+  return atomic_load_explicit(check ? &s->ctrl[j].check_seq : &s->ctrl[j].step,
+                              memory_order_acquire);
+}
+
+static int shm_check_differs(shm_t* s);
+
+/* Waits until every rank in [lo, hi) reached step (on the check counter
+ * when check is set). */
+static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, int check) {
   int j = lo;
-  while (j < hi && atomic_load_explicit(&s->ctrl[j].step, memory_order_acquire) >= step) j++;
+  while (j < hi && shm_counter(s, j, check) >= step) j++;
   if (j == hi) return qcclSuccess;
   /* a peer that last waited on this CPU cannot progress while this rank
    * spins (ranks are not bound by default, and the scheduler often puts
@@ -244,18 +254,20 @@ static qcclResult_t shm_wait_range(shm_t* s, int lo, int hi, uint64_t step) {
   backoff_init(&b, shared ? 0 : s->spin);
   double start = clock_now();
   for (;;) {
-    while (j < hi && atomic_load_explicit(&s->ctrl[j].step, memory_order_acquire) >= step) j++;
+    while (j < hi && shm_counter(s, j, check) >= step) j++;
     if (j == hi) return qcclSuccess;
     int a = atomic_load_explicit(s->abort_rank, memory_order_relaxed);
     if (a >= 0)
       return QCCL_ERR(qcclRemoteError, "rank %d aborted the communicator or saw a failure", a);
     if (backoff_idle(&b)) {
       double now = clock_now();
+      if (s->check_watch && shm_check_differs(s))
+        return QCCL_ERR(qcclInvalidUsage, "rank %d: a peer's call differs from this one", s->rank);
       qcclResult_t r = shm_check_peers(s, j);
       if (r != qcclSuccess) {
         /* the peer may have posted its step and then left (a rank that
          * destroys its communicator right after a call): that is no error */
-        while (j < hi && atomic_load_explicit(&s->ctrl[j].step, memory_order_acquire) >= step) j++;
+        while (j < hi && shm_counter(s, j, check) >= step) j++;
         if (j == hi) {
           err_clear();
           return qcclSuccess;
@@ -267,17 +279,45 @@ static qcclResult_t shm_wait_range(shm_t* s, int lo, int hi, uint64_t step) {
                         "rank %d waited %.1f s for rank %d (step %llu, it is at %llu); "
                         "QCCL_TIMEOUT is %.1f s",
                         s->rank, now - start, j, (unsigned long long)step,
-                        (unsigned long long)atomic_load(&s->ctrl[j].step), s->timeout);
+                        (unsigned long long)shm_counter(s, j, check), s->timeout);
     }
   }
 }
 
 qcclResult_t shm_wait_rank(shm_t* s, int rank, uint64_t step) {
-  return shm_wait_range(s, rank, rank + 1, step);
+  return shm_wait_counter(s, rank, rank + 1, step, 0);
 }
 
 qcclResult_t shm_wait_all(shm_t* s, uint64_t step) {
-  return shm_wait_range(s, 0, s->nranks, step);
+  return shm_wait_counter(s, 0, s->nranks, step, 0);
+}
+
+void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch) {
+  shm_ctrl_t* me = &s->ctrl[s->rank];
+  memcpy(me->check_rec[c & 1], rec, sizeof me->check_rec[0]);
+  memcpy(s->check_mine, rec, sizeof s->check_mine);
+  s->check_call = c;
+  s->check_watch = watch;
+  atomic_store_explicit(&me->check_seq, c + 1, memory_order_release);
+}
+
+/* 1 when a peer posted a record of the watched call that differs. */
+static int shm_check_differs(shm_t* s) {
+  for (int j = 0; j < s->nranks; j++) {
+    if (j == s->rank || shm_counter(s, j, 1) != s->check_call + 1) continue;
+    if (memcmp(s->ctrl[j].check_rec[s->check_call & 1], s->check_mine, sizeof s->check_mine))
+      return 1;
+  }
+  return 0;
+}
+
+qcclResult_t shm_check_collect(shm_t* s, uint64_t c, uint64_t* recs) {
+  s->check_watch = 0;
+  QCCL_CHECK(shm_wait_counter(s, 0, s->nranks, c + 1, 1));
+  for (int j = 0; j < s->nranks; j++)
+    memcpy(recs + (size_t)j * SHM_CHECK_WORDS, s->ctrl[j].check_rec[c & 1],
+           sizeof s->ctrl[j].check_rec[0]);
+  return qcclSuccess;
 }
 
 qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g) {

@@ -38,6 +38,7 @@
 #include "qccl.h"
 
 #define SHM_LINE 64
+#define SHM_CHECK_WORDS 3
 
 typedef struct {
   _Atomic uint64_t step;
@@ -59,8 +60,13 @@ typedef struct {
    * the queue that fills this rank's recvbuff */
   _Atomic uint64_t share_next;
   char pad[3 * SHM_LINE - 152];
+  /* the agreement check of the user's calls (collectives/agree.c): call c
+   * publishes its record in check_rec[c % 2], then check_seq = c + 1 */
+  _Atomic uint64_t check_seq;
+  uint64_t check_rec[2][SHM_CHECK_WORDS];
+  char pad2[SHM_LINE - 8 - 2 * 8 * SHM_CHECK_WORDS];
 } shm_ctrl_t;
-_Static_assert(sizeof(shm_ctrl_t) == 3 * SHM_LINE, "a control line is three cache lines");
+_Static_assert(sizeof(shm_ctrl_t) == 4 * SHM_LINE, "a control line is four cache lines");
 
 enum { SHM_REG_IN = 0, SHM_REG_OUT = 1 };
 
@@ -99,6 +105,9 @@ typedef struct shm {
   shm_peer_map_t* maps; /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
   uint64_t map_clock;   /* lookups so far (shm_peer_map_t.used) */
   _Atomic int32_t* abort_rank;
+  int check_watch; /* waits compare the peers' records of call check_call */
+  uint64_t check_call;
+  uint64_t check_mine[SHM_CHECK_WORDS];
   shm_ctrl_t* ctrl;
   char* slots;
   char* results;
@@ -160,6 +169,18 @@ qcclResult_t shm_wait_rank(shm_t* s, int rank, uint64_t step);
 
 /* Waits until every rank's step >= step. */
 qcclResult_t shm_wait_all(shm_t* s, uint64_t step);
+
+/* The agreement check (collectives/agree.c). shm_check_publish posts this
+ * rank's record of its call number c and, with watch set, makes every
+ * wait of the call fail with qcclInvalidUsage as soon as a peer has posted
+ * a different record for c (checked with the slow checks, every ~20 ms),
+ * so that ranks which disagree do not wait for each other until the
+ * timeout. shm_check_collect waits until every rank posted its record of
+ * c and copies them to recs (rank j's at recs[j * SHM_CHECK_WORDS]); it
+ * ends the watch. A rank posts c + 2 only after every rank posted c + 1,
+ * so the records of c stay in place until collected. */
+void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch);
+qcclResult_t shm_check_collect(shm_t* s, uint64_t c, uint64_t* recs);
 
 /* Checks the abort flag and the liveness of peer (or of all ranks with
  * peer -1); used by waits that are not on step counters. */

@@ -16,7 +16,7 @@
  *   op 5 and -1, avg on every integer type      qcclInvalidArgument "op"
  *   root -1 and nranks                          qcclInvalidArgument "root"
  *   peer -1 and nranks                          qcclInvalidArgument "peer"
- *   a non-NULL stream                           qcclInvalidUsage "stream"
+ *   a stream that is not a host stream          qcclInvalidArgument "stream"
  *   NULL output of Count/UserRank/GetAsyncError/GetVersion  qcclInvalidArgument
  *   qcclGroupEnd without qcclGroupStart         qcclInvalidUsage
  *   qcclGetErrorString: a distinct non-empty string per result code
@@ -177,9 +177,9 @@ static void bad_calls(mr_t* t) {
     EXPECT(qcclRecv(r, n, dt, b, comm, NULL), INV, comm, "peer");
   }
 
-  /* a stream */
+  /* a stream that is not a host stream (the address of a buffer) */
   void* st = (void*)s;
-  const qcclResult_t U = qcclInvalidUsage;
+  const qcclResult_t U = qcclInvalidArgument;
   EXPECT(qcclAllReduce(s, r, n, dt, qcclSum, comm, st), U, comm, "stream");
   EXPECT(qcclBroadcast(s, r, n, dt, 0, comm, st), U, comm, "stream");
   EXPECT(qcclReduce(s, r, n, dt, qcclSum, 0, comm, st), U, comm, "stream");
@@ -193,7 +193,7 @@ static void bad_calls(mr_t* t) {
   EXPECT(qcclBarrier(comm, st), U, comm, "stream");
 
   /* group misuse */
-  EXPECT(qcclGroupEnd(), U, NULL, NULL);
+  EXPECT(qcclGroupEnd(), qcclInvalidUsage, NULL, NULL);
 
   free(s);
   free(r);

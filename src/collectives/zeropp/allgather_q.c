@@ -48,7 +48,7 @@ typedef struct {
   int N, L, me_node, me_local;
   char* buf;     /* the regions, one per segment */
   size_t region; /* bytes of a region (W chunks of a full segment) */
-  const zero_map_t* map;
+  const topo_rankmap_t* map;
 } agq_pipe_t;
 
 static void agq_extent(const agq_pipe_t* h, int k, size_t* off, size_t* m, size_t* cb) {
@@ -95,16 +95,15 @@ static qcclResult_t agq_post(void* arg, int k) {
   QCCL_CHECK(coll_run(h->comm->node, &a));
   for (int l = 0; l < h->L; l++)
     for (int n = 0; n < h->N; n++) {
-      size_t r = (size_t)h->map->at[n * h->L + l];
+      size_t r = (size_t)topo_rankmap_rank_at(h->map, n, l); /* nodes are equal here */
       QCCL_CHECK(quant_dequantize(h->isa, &h->p, agq_slot(h, k, n, l, cb), m, h->dt,
                                   h->recv + (r * h->count + off) * es));
     }
   return qcclSuccess;
 }
 
-static qcclResult_t agq_two_level(qcclComm_t comm, const struct zero_comm* z, quant_isa_t isa,
-                                  const quant_params_t* p, const void* send, void* recv,
-                                  size_t count, qcclDataType_t dt) {
+static qcclResult_t agq_two_level(qcclComm_t comm, quant_isa_t isa, const quant_params_t* p,
+                                  const void* send, void* recv, size_t count, qcclDataType_t dt) {
   agq_pipe_t h;
   memset(&h, 0, sizeof h);
   h.comm = comm;
@@ -118,11 +117,11 @@ static qcclResult_t agq_two_level(qcclComm_t comm, const struct zero_comm* z, qu
   size_t piece;
   QCCL_CHECK(zero_env_piece(&piece));
   h.seg = (8 * piece + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
-  h.map = &z->map;
-  h.N = z->map.nnodes;
-  h.L = z->map.lmax;
-  h.me_node = z->map.node[comm->rank];
-  h.me_local = z->map.local[comm->rank];
+  h.map = comm->rankmap;
+  h.N = h.map->nnodes;
+  h.L = h.map->max_size;
+  h.me_node = h.map->node_of[comm->rank];
+  h.me_local = h.map->local_rank[comm->rank];
   int nsegs = (int)((count + h.seg - 1) / h.seg);
   h.region = (size_t)comm->nranks * quant_chunk_bytes(p, count < h.seg ? count : h.seg);
   QCCL_CHECK(zero_scratch(comm, 0, h.region * (size_t)nsegs, (void**)&h.buf));
@@ -143,10 +142,8 @@ qcclResult_t zero_allgather_q(qcclComm_t comm, const void* send, void* recv, siz
     quant_params_t p = *q;
     p.rank = (uint32_t)r;
     p.index0 = (uint64_t)r * count;
-    struct zero_comm* z;
-    QCCL_CHECK(zero_state(comm, &z));
-    if (comm->nnodes > 1 && comm->rail != NULL && z->map.equal) {
-      QCCL_CHECK(agq_two_level(comm, z, isa, &p, send, recv, count, dt));
+    if (comm->nnodes > 1 && comm->rail != NULL && comm->rankmap->equal) {
+      QCCL_CHECK(agq_two_level(comm, isa, &p, send, recv, count, dt));
       if (sec != NULL) QCCL_CHECK(zero_secondary_fill(sec, recv, gen));
       return qcclSuccess;
     }
@@ -167,11 +164,13 @@ qcclResult_t zero_allgather_q(qcclComm_t comm, const void* send, void* recv, siz
 qcclResult_t zero_agq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t sendcount,
                             qcclDataType_t datatype, const qcclQuantSpec_t* spec, int spec_optional,
                             qcclComm_t comm, qcclStream_t stream, zero_op_t* op) {
-  QCCL_CHECK(zero_check_comm(fn, comm, stream));
+  stream_t* st;
+  QCCL_CHECK(zero_check_comm(fn, comm, stream, &st));
   QCCL_CHECK(zero_check_type(fn, datatype));
   QCCL_CHECK(
       zero_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype)));
   memset(op, 0, sizeof *op);
+  op->stream = st;
   if (spec == NULL && spec_optional)
     op->plain = 1;
   else

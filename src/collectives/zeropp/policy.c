@@ -3,10 +3,10 @@
  * and qcclAllReduce calls that become their ZeRO++ counterparts without a
  * change in the caller (qcclCommSetPolicy, QCCL_POLICY).
  *
- * coll_run (api.c) asks zero_policy_applies first; a call qualifies when
- * the user made it (no public call is in progress on the communicator, so
- * the plain collectives that the quantized ones run inside never
- * qualify), its collective has a policy (the communicator's, else
+ * group.c asks zero_policy_applies of every plain call the user issues
+ * (the plain collectives that the quantized ones run inside go straight
+ * to coll_run and are never asked); a call qualifies when its collective
+ * has a policy (the communicator's, else
  * QCCL_POLICY's), its type is f32 / f16 / bf16, its op (reductions) is Sum
  * or Avg and its full buffer is at least the policy's minimum. It then
  * runs, and is counted, as the quantized collective; every other call runs
@@ -188,7 +188,7 @@ static const zero_policy_t* policy_of(qcclComm_t comm, int idx) {
 
 int zero_policy_applies(qcclComm_t comm, const coll_args_t* a) {
   int idx = policy_index(a->kind);
-  if (idx < 0 || comm->stats == NULL || comm->stats->cur >= 0 || a->count == 0) return 0;
+  if (idx < 0 || a->count == 0) return 0;
   qcclDataType_t t = a->datatype;
   if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16) return 0;
   if (idx != ZERO_POL_AG && a->op != qcclSum && a->op != qcclAvg) return 0;
@@ -227,18 +227,11 @@ qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op
   return qcclSuccess;
 }
 
-qcclResult_t zero_policy_run(qcclComm_t comm, const coll_args_t* a) {
-  zero_op_t op;
-  qcclResult_t r = zero_policy_op(comm, a, &op);
-  if (r != qcclSuccess) return zero_fail(comm, r);
-  return zero_run_one(&op);
-}
-
 qcclResult_t qcclCommSetPolicy(qcclComm_t comm, qcclStatColl_t collective,
                                const qcclQuantSpec_t* spec, size_t minBytes) {
   static const char fn[] = "qcclCommSetPolicy";
   err_clear();
-  qcclResult_t r = zero_check_comm(fn, comm, NULL);
+  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
   if (r != qcclSuccess) return zero_fail(comm, r);
   int idx = collective == qcclStatAllGather       ? ZERO_POL_AG
             : collective == qcclStatReduceScatter ? ZERO_POL_RS
@@ -261,7 +254,7 @@ qcclResult_t qcclCommSetPolicy(qcclComm_t comm, qcclStatColl_t collective,
     p.min_bytes = minBytes;
     p.set = 1;
   }
-  struct zero_comm* z;
+  struct zero_comm* z = NULL;
   r = zero_state(comm, &z);
   if (r != qcclSuccess) return zero_fail(comm, r);
   z->policy[idx] = p;

@@ -10,7 +10,7 @@
  *   1. rank (a, l) quantizes, for every local index m and node b, its
  *      piece of block (b, m) under the intra spec (slices reordered so the
  *      result lands on its rank, whatever the placement: the rank at
- *      (b, m) comes from the map of zero_common.c);
+ *      (b, m) comes from the communicator's rank map);
  *   2. one all-to-all inside the node: local peer m receives the N chunks
  *      for the ranks of its local index (one message, scales inline);
  *   3. fused dequantize + f32 sum over the L local sources (in local order)
@@ -66,9 +66,7 @@ typedef struct {
 static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
                              const quant_params_t* inter, rsq_plan_t* pl) {
   memset(pl, 0, sizeof *pl);
-  struct zero_comm* z;
-  QCCL_CHECK(zero_state(comm, &z));
-  const zero_map_t* m = &z->map;
+  const topo_rankmap_t* m = comm->rankmap;
   pl->comm = comm;
   QCCL_CHECK(zero_isa(&pl->isa));
   pl->two = comm->nnodes > 1 && m->equal;
@@ -76,20 +74,21 @@ static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
   pl->p2 = *inter;
   int w = comm->nranks;
   if (pl->two) {
-    int L = m->lmax, N = m->nnodes;
+    int L = m->max_size, N = m->nnodes;
     pl->c1 = comm->node;
     pl->g = L;
-    pl->me1 = m->local[comm->rank];
+    pl->me1 = m->local_rank[comm->rank];
     pl->nsub = N;
     pl->n = N;
-    pl->me2 = m->node[comm->rank];
+    pl->me2 = m->node_of[comm->rank];
     pl->c2 = comm->rail ? comm->rail : comm;
     pl->dest = malloc(sizeof *pl->dest * (size_t)L * (size_t)N);
     pl->rail_peer = malloc(sizeof *pl->rail_peer * (size_t)N);
     if (!pl->dest || !pl->rail_peer) return QCCL_ERR(qcclSystemError, "out of memory");
     for (int k = 0; k < L; k++)
-      for (int b = 0; b < N; b++) pl->dest[k * N + b] = m->at[b * L + k];
-    for (int b = 0; b < N; b++) pl->rail_peer[b] = comm->rail ? b : m->at[b * L + pl->me1];
+      for (int b = 0; b < N; b++) pl->dest[k * N + b] = topo_rankmap_rank_at(m, b, k);
+    for (int b = 0; b < N; b++)
+      pl->rail_peer[b] = comm->rail ? b : topo_rankmap_rank_at(m, b, pl->me1);
   } else {
     pl->c1 = comm;
     pl->g = w;
@@ -110,9 +109,8 @@ static void rsq_plan_free(rsq_plan_t* pl) {
 }
 
 size_t zero_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* inter) {
-  struct zero_comm* z;
-  if (comm->nnodes <= 1 || zero_state(comm, &z) != qcclSuccess || !z->map.equal) return 0;
-  return (size_t)z->map.nnodes * quant_coded_elems(inter, rc);
+  if (comm->nnodes <= 1 || !comm->rankmap->equal) return 0;
+  return (size_t)comm->rankmap->nnodes * quant_coded_elems(inter, rc);
 }
 
 /* Step 5 (and the one-level final sum): acc = sum of the k chunks, then
@@ -326,12 +324,14 @@ qcclResult_t zero_rsq_check(const char* fn, const void* sendbuff, void* recvbuff
                             const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
                             qcclStream_t stream, zero_op_t* o) {
   const char* cname = rs ? "recvcount" : "count";
-  QCCL_CHECK(zero_check_comm(fn, comm, stream));
+  stream_t* st;
+  QCCL_CHECK(zero_check_comm(fn, comm, stream, &st));
   QCCL_CHECK(zero_check_type(fn, datatype));
   QCCL_CHECK(zero_check_count(fn, cname, count, (size_t)comm->nranks, dtype_size(datatype)));
   if (op != qcclSum && op != qcclAvg)
     return QCCL_ERR(qcclInvalidArgument, "%s: op=%d is not qcclSum or qcclAvg", fn, (int)op);
   memset(o, 0, sizeof *o);
+  o->stream = st;
   QCCL_CHECK(zero_check_cfg(fn, cfg, &o->q1, &o->q2));
   QCCL_CHECK(zero_check_buffers(fn, cname, count, sendbuff, recvbuff));
   o->comm = comm;
@@ -375,7 +375,7 @@ qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,
   static const char fn[] = "qcclReduceScatterQResidualCount";
   err_clear();
   quant_params_t intra, inter;
-  qcclResult_t r = zero_check_comm(fn, comm, NULL);
+  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
   if (r == qcclSuccess) r = zero_check_cfg(fn, cfg, &intra, &inter);
   if (r == qcclSuccess && count == NULL) r = QCCL_ERR(qcclInvalidArgument, "%s: count is NULL", fn);
   if (r != qcclSuccess) return zero_fail(comm, r);

@@ -23,6 +23,7 @@
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "collectives/engine.h"
 #include "collectives/zeropp/zero.h"
 
 #define SEC_MAGIC 0x5345434fu          /* "SECO" */
@@ -57,7 +58,7 @@ qcclResult_t qcclSecondaryCreate(qcclComm_t comm, size_t sendcount, qcclDataType
                                  const qcclQuantSpec_t* storage, qcclSecondary_t* secondary) {
   static const char fn[] = "qcclSecondaryCreate";
   err_clear();
-  qcclResult_t r = zero_check_comm(fn, comm, NULL);
+  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
   if (r == qcclSuccess) r = zero_check_type(fn, datatype);
   if (r == qcclSuccess)
     r = zero_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype));
@@ -158,6 +159,15 @@ qcclResult_t qcclAllGatherQSecondary(const void* sendbuff, void* recvbuff, size_
   return group_submit_zero(comm, &op);
 }
 
+/* A node gather's arguments, kept until it runs. */
+typedef struct {
+  struct qcclSecondary* sec;
+  void* recvbuff;
+  unsigned long long generation;
+} sec_gather_t;
+
+static qcclResult_t sec_gather_run(void* argp);
+
 qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
                                     unsigned long long generation, qcclStream_t stream) {
   static const char fn[] = "qcclSecondaryAllGather";
@@ -165,11 +175,30 @@ qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
   QCCL_CHECK(sec_check(fn, secondary));
   struct qcclSecondary* s = secondary;
   qcclComm_t comm = s->comm;
-  qcclResult_t r = zero_check_comm(fn, comm, stream);
+  stream_t* st = NULL;
+  qcclResult_t r = zero_check_comm(fn, comm, stream, &st);
   if (r == qcclSuccess && s->total > 0 && recvbuff == NULL)
     r = QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with %zu elements to gather", fn,
                  s->total);
   if (r != qcclSuccess) return zero_fail(comm, r);
+  sec_gather_t one = {s, recvbuff, generation}, *arg = &one;
+  if (st != NULL) {
+    if ((arg = malloc(sizeof *arg)) == NULL)
+      return zero_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory", fn));
+    *arg = one;
+  }
+  return engine_submit(&comm, 1, st, sec_gather_run, arg, free);
+}
+
+/* The node gather itself, in the communicator's turn. */
+static qcclResult_t sec_gather_run(void* argp) {
+  static const char fn[] = "qcclSecondaryAllGather";
+  const sec_gather_t* g = argp;
+  struct qcclSecondary* s = g->sec;
+  void* recvbuff = g->recvbuff;
+  unsigned long long generation = g->generation;
+  qcclComm_t comm = s->comm;
+  qcclResult_t r = qcclSuccess;
   int prev = coll_stats_enter(comm, qcclStatNodeAllGather);
   qcclComm_t node = sec_node(comm);
   size_t es = dtype_size(s->dt), L = (size_t)s->nlocal;
@@ -192,12 +221,9 @@ qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
   coll_args_t ah = {COLL_ALLGATHER, &hdr[s->local], hdr, sizeof *hdr, qcclUint8, qcclSum, -1};
   r = coll_run(node, &ah);
   if (r != qcclSuccess) goto done;
-  struct zero_comm* z;
-  r = zero_state(comm, &z);
-  if (r != qcclSuccess) goto done;
-  int mynode = z->map.node[comm->rank];
+  int mynode = comm->rankmap->node_of[comm->rank];
   for (size_t k = 0; k < L; k++) {
-    int who = z->map.at[mynode * z->map.lmax + (int)k];
+    int who = topo_rankmap_rank_at(comm->rankmap, mynode, (int)k);
     if (hdr[k].state != SEC_FULL) {
       r = QCCL_ERR(qcclInvalidUsage,
                    "%s: rank %d holds no secondary shard (never filled, or invalidated): run the "

@@ -7,9 +7,10 @@
  * Placement: W ranks on N nodes (comm->node_of); a rank's local index is
  * its position among the ranks of its node in global rank order (the
  * order of comm->node), and the rail of local index l holds one rank per
- * node in node order (comm->rail). zero_map_t is that map, kept per
- * communicator in struct zero_comm (comm->zero), with the policy, the
- * comm-owned error-feedback residuals and scratch buffers.
+ * node in node order (comm->rail): the topology's rank map of the
+ * communicator (comm->rankmap, topology/rankmap.h). struct zero_comm
+ * (comm->zero) keeps the policy, the comm-owned error-feedback residuals
+ * and scratch buffers.
  */
 #ifndef QCCL_ZERO_ZERO_H_
 #define QCCL_ZERO_ZERO_H_
@@ -18,17 +19,9 @@
 #include <stdint.h>
 
 #include "collectives/coll.h"
+#include "core/stream.h"
 #include "quant/quant.h"
-
-/* Where the ranks sit. */
-typedef struct {
-  int nnodes; /* N */
-  int lmax;   /* the largest number of ranks on a node */
-  int equal;  /* 1 if every node holds lmax ranks */
-  int* node;  /* [W] node of each rank */
-  int* local; /* [W] local index of each rank */
-  int* at;    /* [N * lmax] global rank at (node b, local m), -1 if none */
-} zero_map_t;
+#include "topology/rankmap.h"
 
 /* A comm-owned error-feedback residual. */
 typedef struct zero_residual {
@@ -51,7 +44,6 @@ enum { ZERO_POL_AG = 0, ZERO_POL_RS = 1, ZERO_POL_AR = 2, ZERO_POL_NUM = 3 };
 #define ZERO_NSCRATCH 6
 
 struct zero_comm {
-  zero_map_t map;
   zero_policy_t policy[ZERO_POL_NUM];
   zero_residual_t* residuals;
   void* scratch[ZERO_NSCRATCH];
@@ -73,7 +65,7 @@ qcclResult_t zero_isa(quant_isa_t* isa);
 
 /* ---- argument checks (messages name the function and the argument) ---- */
 
-qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream);
+qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s);
 qcclResult_t zero_check_type(const char* fn, qcclDataType_t t);
 /* count * factor elements of es bytes must fit in memory. */
 qcclResult_t zero_check_count(const char* fn, const char* what, size_t count, size_t factor,
@@ -113,14 +105,15 @@ typedef struct zero_op {
   int residual_tag;
   struct qcclSecondary* sec; /* AGQ: the hpZ shard to fill, or NULL */
   unsigned long long gen;
+  stream_t* stream; /* the host stream it was issued on, or NULL */
 } zero_op_t;
 
 /* Runs n calls in order, fusing consecutive compatible ones into one
  * bucket. Frees nothing. */
 qcclResult_t zero_run_ops(zero_op_t* const* ops, int n);
 
-/* Runs one call now or queues it in the open group (group.c), which then
- * owns a copy. */
+/* Runs one call now, queues it on its host stream (op->stream), or adds it
+ * to the open group (group.c); the last two keep a copy. */
 qcclResult_t group_submit_zero(qcclComm_t comm, const zero_op_t* op);
 
 /* ---- the algorithms ---- */
@@ -173,14 +166,11 @@ qcclResult_t zero_run_one(const zero_op_t* op);
 
 /* ---- policy (policy.c) ---- */
 
-/* 1 if a policy turns this plain call (made by the user: no public call
- * in progress on comm) into a quantized one. */
+/* 1 if a policy turns this plain call, issued by the user, into a
+ * quantized one (decided when the call is issued, group.c). */
 int zero_policy_applies(qcclComm_t comm, const coll_args_t* a);
 
 /* The quantized call of a plain one for which zero_policy_applies. */
 qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op);
-
-/* Runs it now. */
-qcclResult_t zero_policy_run(qcclComm_t comm, const coll_args_t* a);
 
 #endif /* QCCL_ZERO_ZERO_H_ */

@@ -17,15 +17,13 @@
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/engine.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "collectives/zeropp/zero.h"
 
 void zero_comm_free(struct zero_comm* z) {
   if (z == NULL) return;
-  free(z->map.node);
-  free(z->map.local);
-  free(z->map.at);
   for (zero_residual_t* r = z->residuals; r;) {
     zero_residual_t* next = r->next;
     free(r->buf);
@@ -36,43 +34,10 @@ void zero_comm_free(struct zero_comm* z) {
   free(z);
 }
 
-static qcclResult_t zero_map_build(qcclComm_t comm, zero_map_t* m) {
-  int w = comm->nranks, n = comm->nnodes;
-  m->nnodes = n;
-  m->node = calloc((size_t)w, sizeof *m->node);
-  m->local = calloc((size_t)w, sizeof *m->local);
-  int* count = calloc((size_t)n, sizeof *count);
-  if (!m->node || !m->local || !count) {
-    free(count);
-    return QCCL_ERR(qcclSystemError, "out of memory (rank map)");
-  }
-  for (int r = 0; r < w; r++) {
-    int b = comm->node_of[r];
-    m->node[r] = b;
-    m->local[r] = count[b]++;
-  }
-  m->lmax = 0;
-  for (int b = 0; b < n; b++)
-    if (count[b] > m->lmax) m->lmax = count[b];
-  m->equal = 1;
-  for (int b = 0; b < n; b++) m->equal &= count[b] == m->lmax;
-  free(count);
-  m->at = malloc(sizeof *m->at * (size_t)n * (size_t)m->lmax);
-  if (!m->at) return QCCL_ERR(qcclSystemError, "out of memory (rank map)");
-  for (int i = 0; i < n * m->lmax; i++) m->at[i] = -1;
-  for (int r = 0; r < w; r++) m->at[m->node[r] * m->lmax + m->local[r]] = r;
-  return qcclSuccess;
-}
-
 qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
   if (comm->zero == NULL) {
     struct zero_comm* z = calloc(1, sizeof *z);
     if (!z) return QCCL_ERR(qcclSystemError, "out of memory");
-    qcclResult_t r = zero_map_build(comm, &z->map);
-    if (r != qcclSuccess) {
-      zero_comm_free(z);
-      return r;
-    }
     comm->zero = z;
   }
   *out = comm->zero;
@@ -80,7 +45,7 @@ qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
 }
 
 qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) {
-  struct zero_comm* z;
+  struct zero_comm* z = NULL;
   QCCL_CHECK(zero_state(comm, &z));
   if (bytes == 0) bytes = 1;
   if (bytes > z->scratch_bytes[which]) {
@@ -97,7 +62,7 @@ qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) 
 }
 
 qcclResult_t zero_residual(qcclComm_t comm, int tag, size_t count, float** out) {
-  struct zero_comm* z;
+  struct zero_comm* z = NULL;
   QCCL_CHECK(zero_state(comm, &z));
   zero_residual_t* r = z->residuals;
   while (r && r->tag != tag) r = r->next;
@@ -127,7 +92,7 @@ qcclResult_t zero_isa(quant_isa_t* isa) {
 
 /* ---- checks ---- */
 
-qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream) {
+qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s) {
   if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: comm is NULL", fn);
   if (comm->magic != COMM_MAGIC)
     return QCCL_ERR(qcclInvalidArgument, "%s: comm is not a live communicator", fn);
@@ -135,10 +100,8 @@ qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t strea
   if (comm->async_error != qcclSuccess)
     return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)", fn,
                     qcclGetErrorString(comm->async_error));
-  if (stream != NULL)
-    return QCCL_ERR(qcclInvalidUsage,
-                    "%s: stream must be NULL (host and CUDA streams are not supported yet)", fn);
-  return qcclSuccess;
+  if (s == NULL) return qcclSuccess; /* a call that takes no stream */
+  return engine_stream_arg(fn, stream, s);
 }
 
 qcclResult_t zero_check_type(const char* fn, qcclDataType_t t) {
