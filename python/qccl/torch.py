@@ -355,12 +355,13 @@ class QcclBackend(_C10dBackend):
         super().__init__(rank, size)
         self._timeout = timeout
         self._options = _C10dBackend.Options(BACKEND_NAME, timeout=timeout)
+        use_streams = _use_streams()  # a bad QCCL_TORCH_STREAM fails before the rendezvous
         if comm is None:
             comm = _join(store, rank, size, timeout)
         self._comm = comm
         self._stream = None
         self._completer = None
-        if _use_streams():
+        if use_streams:
             self._stream = _stream.Stream()
             self._completer = _Completer()
         self._coalescing = None  # list of _DeferredWork while coalescing
@@ -800,15 +801,26 @@ def _create(store, rank, size, timeout):
     return QcclBackend(store, rank, size, timeout)
 
 
-def get_comm(group=None):
-    """The qccl.Comm behind a process group of this backend (default: the
-    default group), e.g. for get_comm().stats()."""
+def get_backend(group=None):
+    """The QcclBackend of a process group (default: the default group)."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     b = pg._get_backend(torch.device("cpu"))
     if not isinstance(b, QcclBackend):
         raise ValueError("group: not a qccl process group (its backend is %s)"
                          % type(b).__name__)
-    return b.comm
+    return b
+
+
+def get_comm(group=None):
+    """The qccl.Comm behind a process group of this backend (default: the
+    default group), e.g. for get_comm().stats()."""
+    return get_backend(group).comm
+
+
+def is_async(group=None):
+    """True if the group's calls are queued on a host stream (Works complete
+    later), False if they run with stream NULL (Works come back complete)."""
+    return get_backend(group)._stream is not None
 
 
 def register():

@@ -280,3 +280,26 @@ def test_new_group(env):
     c = qccl.torch.get_comm()
     assert (c.rank, c.size) == (r, W)
     assert c.stats()["all_reduce"]["calls"] > 0
+
+
+def test_streams_and_blocking_path(env, monkeypatch):
+    """With host streams in the library the default group queues on one; a
+    group made with QCCL_TORCH_STREAM=0 runs blocking; both give the same."""
+    W, r = dist.get_world_size(), dist.get_rank()
+    assert qccl.torch.is_async() == qccl.stream.available()
+    monkeypatch.setenv("QCCL_TORCH_STREAM", "0")
+    g = dist.new_group(list(range(W)))
+    monkeypatch.delenv("QCCL_TORCH_STREAM")
+    assert not qccl.torch.is_async(g)
+    for group in (None, g):
+        x = torch.full((100003,), float(r + 1))
+        ws = [dist.all_reduce(x, async_op=True, group=group) for _ in range(3)]
+        outs = [torch.empty(7) for _ in range(W)]
+        ws.append(dist.all_gather(outs, torch.full((7,), float(r)), async_op=True, group=group))
+        for w in ws:
+            w.wait()
+        assert (x == (W * (W + 1) / 2) * W ** 2).all()
+        assert all((outs[q] == q).all() for q in range(W))
+    monkeypatch.setenv("QCCL_TORCH_STREAM", "yes")
+    with pytest.raises(ValueError, match="QCCL_TORCH_STREAM"):
+        dist.new_group(list(range(W)))
