@@ -14,7 +14,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import torch, numpy, 
   exit 77
 fi
 export PYTHONPATH="$root/python:$here${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1 QCCLRUN="$qcclrun"
+export QCCLRUN="$qcclrun"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 exec "$qcclrun" -n "$nranks" --timeout "$timeout" -- "$venv/bin/python" -m pytest -q \
   -p no:cacheprovider -x "$here/$file" "$@"
