@@ -165,12 +165,17 @@ qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId,
 qcclResult_t qcclCommInitRankConfig(qcclComm_t* comm, int nranks, qcclUniqueId commId, int rank,
                                     qcclConfig_t* config);
 
-/* Creates a communicator from the launcher's environment: torchrun (RANK,
- * WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_RANK,
- * OMPI_COMM_WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS) or qcclrun.
- * The root address is QCCL_COMM_ID=host:port, else MASTER_ADDR:MASTER_PORT
- * (MASTER_PORT+1 under torchrun, whose own store holds MASTER_PORT). The
- * error names the variable that is missing or malformed. */
+/* Creates a communicator from the launcher's environment, first match
+ * wins: torchrun or qcclrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+ * PMIx (mpirun, srun --mpi=pmix, prterun: rank 0's random id is handed out
+ * by the launcher, nothing to set), Open MPI (OMPI_COMM_WORLD_RANK,
+ * OMPI_COMM_WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS), MPICH
+ * (PMI_RANK, PMI_SIZE). Without PMIx the root address is
+ * QCCL_COMM_ID=host:port, else MASTER_ADDR:MASTER_PORT (MASTER_PORT+1 under
+ * torchrun, whose own store holds MASTER_PORT), and the secret comes from
+ * QCCL_SECRET_FILE or QCCL_SECRET (else it is derived from public values,
+ * with a warning). Collective over every rank of the job. The error names
+ * the variable that is missing or malformed. */
 qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm);
 
 /* Splits comm into sub-communicators, one per color (NCCL's semantics):
@@ -635,7 +640,10 @@ typedef struct qcclReduceScatterQConfig_v1 {
  * pipelined in pieces. op: qcclSum or qcclAvg (the sum divided by nranks).
  * cfg NULL takes the defaults (8 bits inside, 4 across). In place if
  * recvbuff == sendbuff + rank * recvcount. Counted under
- * qcclStatReduceScatterQ. */
+ * qcclStatReduceScatterQ. Range: results are finite for inputs below
+ * 2^126 / nranks (2^126 / (nranks * block) rotated); past it a sum that
+ * reaches 2^126 before a quantization gives NaN, one past the f32 range
+ * Inf (docs/ZEROPP.md, "Range"). */
 qcclResult_t qcclReduceScatterQ(const void* sendbuff, void* recvbuff, size_t recvcount,
                                 qcclDataType_t datatype, qcclRedOp_t op,
                                 const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
@@ -650,7 +658,8 @@ qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,
 /* Quantized all-reduce: qcclReduceScatterQ of the count elements (padded to
  * a multiple of nranks), then a qcclAllGatherQ of the reduced shards under
  * cfg->inter. recvbuff is the same on every rank. In place if sendbuff ==
- * recvbuff. Counted under qcclStatAllReduceQ. */
+ * recvbuff. Counted under qcclStatAllReduceQ. Range as qcclReduceScatterQ:
+ * inputs below 2^126 / nranks (the gathered sums are quantized again). */
 qcclResult_t qcclAllReduceQ(const void* sendbuff, void* recvbuff, size_t count,
                             qcclDataType_t datatype, qcclRedOp_t op,
                             const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,

@@ -36,6 +36,10 @@
 #include "collectives/zeropp/zero.h"
 #include "core/dtype.h"
 #include "core/env.h"
+#include "qccl_config.h"
+#if QCCL_HAVE_UCX
+#include "transport/ucx.h"
+#endif
 
 static const char* const agree_kinds[] = {"AllReduce",      "Broadcast", "Reduce",  "AllGather",
                                           "ReduceScatter",  "AlltoAll",  "Gather",  "Scatter",
@@ -143,12 +147,31 @@ static shm_t* agree_shm(qcclComm_t comm) {
   return nc->shm && nc->shm->nranks > 1 ? nc->shm : NULL;
 }
 
+void coll_wire_call(qcclComm_t comm, uint64_t call) {
+#if QCCL_HAVE_UCX
+  ucx_set_call(comm->ucx, call);
+  if (comm->rail) ucx_set_call(comm->rail->ucx, call);
+#else
+  (void)comm;
+  (void)call;
+#endif
+}
+
 qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zero_op_t* z) {
-  shm_t* s = agree_shm(comm);
-  if (s == NULL) return qcclSuccess;
   uint64_t rec[SHM_CHECK_WORDS];
   agree_record(a, z, rec);
   uint64_t c = comm->check_calls++;
+  /* across hosts every message of the call carries its number and, when
+   * checking, its record's hash (transport/ucx.c): ranks of different
+   * hosts that disagree, or a message a failed call left behind, are
+   * caught by the receiver */
+  if (comm->nnodes > 1) {
+    uint64_t d = c + 1;
+    if (comm->check) d = agree_mix(agree_mix(agree_mix(agree_mix(d, rec[0]), rec[1]), rec[2]), 7);
+    coll_wire_call(comm, d & ~COLL_WIRE_P2P);
+  }
+  shm_t* s = agree_shm(comm);
+  if (s == NULL) return qcclSuccess;
   /* one host, a plain collective: every shared-memory algorithm waits for
    * every rank at least once, so the records are compared after the call
    * (coll_agree_end) at no extra synchronization; the waits of the call

@@ -48,6 +48,7 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
     return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is not a live communicator", name);
   if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "qccl%s: comm was finalized", name);
   if (comm->async_error != qcclSuccess) {
+    comm_tell_peers(comm);
     snprintf(comm->last_error, sizeof comm->last_error, "qccl%s: comm failed before (%s)", name,
              qcclGetErrorString(comm->async_error));
     return comm->async_error;

@@ -112,8 +112,9 @@ struct qcclComm {
   struct qcclComm* top;
   /* the agreement check of the user's calls (agree.c, QCCL_CHECK) */
   int check;
-  uint64_t check_calls; /* user's collectives checked so far */
-  uint64_t* check_recs; /* the node's records of the call being checked */
+  _Atomic int peers_told; /* comm_tell_peers ran */
+  uint64_t check_calls;   /* user's collectives checked so far */
+  uint64_t* check_recs;   /* the node's records of the call being checked */
 };
 
 struct zero_op;
@@ -124,6 +125,12 @@ struct zero_op;
  * every rank when they disagree. */
 qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const struct zero_op* z);
 qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r);
+
+/* The call number the messages of comm (and of its rail) carry across
+ * hosts from now on (agree.c; transport/ucx.c compares it on receipt).
+ * User sends and receives carry COLL_WIRE_P2P; collectives never do. */
+#define COLL_WIRE_P2P ((uint64_t)1 << 39)
+void coll_wire_call(qcclComm_t comm, uint64_t call);
 
 /* Reads QCCL_CHECK and sizes the check's buffers, once c is connected. */
 qcclResult_t coll_agree_init(qcclComm_t c);
@@ -204,6 +211,13 @@ qcclResult_t hier_reduce(qcclComm_t comm, const coll_args_t* a);
  * the communicator and, for failures that break it (timeout, remote, system,
  * internal), makes it sticky and tells the peers. Returns res. */
 qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
+
+/* A communicator that failed (async_error) and is asked to make another
+ * call tells its peers, once: the abort word of its node's segment, and
+ * its UCX endpoints closed by force, so that every rank's next call fails
+ * promptly instead of waiting for it, or pairing with what a failed call
+ * left behind (comm.c). */
+void comm_tell_peers(qcclComm_t comm);
 
 /* Runs one validated call (not a send / recv). */
 qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a);

@@ -69,8 +69,10 @@ qcclResult_t engine_comm_usable(const char* fn, qcclComm_t c) {
     return QCCL_ERR(qcclRemoteError, "%s: communicator %s was aborted (qcclCommAbort)", fn,
                     c->top->name);
   qcclResult_t e = atomic_load(&c->async_error);
-  if (e != qcclSuccess)
+  if (e != qcclSuccess) {
+    comm_tell_peers(c->top);
     return QCCL_ERR(e, "%s: comm failed before (%s)", fn, qcclGetErrorString(e));
+  }
   return qcclSuccess;
 }
 

@@ -98,11 +98,16 @@ static qcclResult_t group_run_batch(void* arg) {
       if (r == qcclSuccess) r = group_run_zero(ops, i, j);
     } else if (group_is_p2p(&ops[i].args)) {
       while (j < b->n && ops[j].zq == NULL && group_is_p2p(&ops[j].args)) j++;
+      for (int k = i; k < j; k++) coll_wire_call(ops[k].comm, COLL_WIRE_P2P);
       r = group_run_p2p(ops, i, j);
     } else {
       r = coll_agree_begin(ops[i].comm, &ops[i].args, NULL);
       if (r == qcclSuccess) r = coll_agree_end(ops[i].comm, coll_run(ops[i].comm, &ops[i].args));
     }
+    /* a call that failed while it ran left its ranks out of step (its
+     * stages on internal communicators too): the communicator stays failed */
+    for (int k = i; k < j && r != qcclSuccess && r != qcclInvalidArgument; k++)
+      if (atomic_load(&ops[k].comm->async_error) == qcclSuccess) ops[k].comm->async_error = r;
     i = j;
   }
   return r;

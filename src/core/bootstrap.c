@@ -14,6 +14,7 @@
 #include "core/bootstrap.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +29,9 @@
 #define BOOT_HELLO_MAGIC 0x4c484351u /* "QCHL" */
 #define BOOT_TABLE_MAGIC 0x42544351u /* "QCTB" */
 #define BOOT_MSG_MAGIC 0x474d4351u   /* "QCMG" */
-#define BOOT_ADDR_BYTES 28
-#define BOOT_HELLO_WAIT 5.0 /* seconds a connected peer has to say hello */
+/* seconds a connected peer has to say hello: ample for a rank (which sends
+ * it right after connecting), short enough that strangers are let go soon */
+#define BOOT_HELLO_WAIT 2.0
 
 struct bootstrap {
   int rank, nranks;
@@ -50,6 +52,8 @@ typedef struct {
   uint8_t addr[BOOT_ADDR_BYTES]; /* the sender's listening socket */
   uint32_t pad2;
 } boot_hello_t;
+
+_Static_assert(sizeof(boot_hello_t) == BOOT_HELLO_BYTES, "the hello's wire size");
 
 /* The root's answer: a header, then nranks addresses. */
 typedef struct {
@@ -107,6 +111,181 @@ qcclResult_t boot_random(void* buf, size_t n) {
   return qcclSuccess;
 }
 
+/* ---- messages: pure checks (also driven by tests/fuzz) ----------------- */
+
+qcclResult_t boot_hello_parse(const void* buf, size_t n, const uint8_t* secret,
+                              boot_peer_hello_t* out) {
+  boot_hello_t h;
+  if (n != sizeof h) return QCCL_ERR(qcclRemoteError, "bootstrap: a hello of %zu bytes", n);
+  memcpy(&h, buf, sizeof h);
+  if (h.magic != BOOT_HELLO_MAGIC || memcmp(h.secret, secret, BOOT_SECRET_BYTES) != 0)
+    return QCCL_ERR(qcclRemoteError, "bootstrap: a hello without the job's secret");
+  out->rank = h.rank;
+  out->nranks = h.nranks;
+  memcpy(out->addr, h.addr, BOOT_ADDR_BYTES);
+  return qcclSuccess;
+}
+
+qcclResult_t boot_table_parse(const void* buf, size_t n, int rank, int nranks) {
+  boot_table_t t;
+  if (n != sizeof t) return QCCL_ERR(qcclRemoteError, "bootstrap: a table of %zu bytes", n);
+  memcpy(&t, buf, sizeof t);
+  t.why[sizeof t.why - 1] = '\0';
+  if (t.magic != BOOT_TABLE_MAGIC)
+    return QCCL_ERR(qcclRemoteError, "bootstrap root sent a malformed answer");
+  if (t.status != 0) {
+    qcclResult_t st =
+        t.status > 0 && t.status < qcclNumResults ? (qcclResult_t)t.status : qcclRemoteError;
+    return QCCL_ERR(st, "bootstrap root refused rank %d: %s", rank, t.why);
+  }
+  if (t.nranks != nranks)
+    return QCCL_ERR(qcclInvalidUsage, "bootstrap: nranks %d disagrees with the root's %d", nranks,
+                    t.nranks);
+  return qcclSuccess;
+}
+
+qcclResult_t boot_msg_check(const void* hdr, size_t n, uint32_t seq, uint64_t bytes, int rank) {
+  boot_msg_t in;
+  if (n != sizeof in) return QCCL_ERR(qcclRemoteError, "bootstrap: a header of %zu bytes", n);
+  memcpy(&in, hdr, sizeof in);
+  if (in.magic != BOOT_MSG_MAGIC || in.seq != seq || in.bytes != bytes)
+    return QCCL_ERR(qcclInvalidUsage,
+                    "bootstrap: rank %d expected message %u of %llu bytes, got %u of %llu "
+                    "(ranks disagree on the call sequence)",
+                    rank, seq, (unsigned long long)bytes, in.seq, (unsigned long long)in.bytes);
+  return qcclSuccess;
+}
+
+/* ---- serving hellos ----------------------------------------------------- */
+
+/* A listener serves every connection at once: poll() over the listening
+ * socket and each connection that has not yet said hello, each of which
+ * has BOOT_HELLO_WAIT seconds (and exactly a hello's size in bytes) to do
+ * it. An idle or slow stranger therefore costs the honest ranks nothing,
+ * and at most BOOT_PENDING_MAX strangers are held (the oldest goes first).
+ * The owner may watch more sockets on the same poll (the root its
+ * admitted ranks, a ring member its next rank), so a peer that leaves is
+ * noticed at once rather than at the timeout. */
+#define BOOT_PENDING_MAX 64
+
+typedef struct {
+  int fd;
+  double deadline;
+  size_t got;
+  uint8_t buf[sizeof(boot_hello_t)];
+} boot_pending_t;
+
+typedef struct {
+  /* each hello with the secret: 1 when it took fd, 0 to close it; *done stops */
+  int (*take)(void* ctx, int fd, const boot_peer_hello_t* h, int* done);
+  /* the sockets to watch (writes at most max, returns how many there are)
+   * and the verdict on their events */
+  int (*watch_fds)(void* ctx, int* fds, int max);
+  qcclResult_t (*watch_check)(void* ctx, const struct pollfd* p, int n);
+  void* ctx;
+  const char* who; /* for the log: "bootstrap root", "rank 3's ring listener" */
+} boot_server_t;
+
+static void boot_pending_drop(boot_pending_t* pend, int* np, int i, const char* who,
+                              const char* why) {
+  QCCL_WARN(LOG_BOOT, "%s closed a connection: %s", who, why);
+  close(pend[i].fd);
+  pend[i] = pend[--*np];
+}
+
+static qcclResult_t boot_serve(int lfd, const uint8_t* secret, double deadline,
+                               const boot_server_t* sv) {
+  boot_pending_t* pend = calloc(BOOT_PENDING_MAX, sizeof *pend);
+  int cap = 8; /* watched sockets the arrays hold; grows with the owner's */
+  int* wfds = calloc((size_t)cap, sizeof *wfds);
+  struct pollfd* p = calloc((size_t)(1 + BOOT_PENDING_MAX + cap), sizeof *p);
+  qcclResult_t r = qcclSuccess;
+  int np = 0, done = 0;
+  if (!pend || !p || !wfds) {
+    r = QCCL_ERR(qcclSystemError, "out of memory");
+    goto out;
+  }
+  while (!done) {
+    double now = clock_now();
+    if (now >= deadline) {
+      r = QCCL_ERR(qcclTimeout, "%s: the peers it waits for did not connect before the timeout",
+                   sv->who);
+      goto out;
+    }
+    double wake = deadline;
+    for (int i = 0; i < np; i++)
+      if (pend[i].deadline < wake) wake = pend[i].deadline;
+    int nw = sv->watch_fds ? sv->watch_fds(sv->ctx, wfds, cap) : 0;
+    if (nw > cap) {
+      cap = nw;
+      int* nf = realloc(wfds, sizeof *wfds * (size_t)cap);
+      if (nf) wfds = nf;
+      struct pollfd* npf = realloc(p, sizeof *p * (size_t)(1 + BOOT_PENDING_MAX + cap));
+      if (npf) p = npf;
+      if (!nf || !npf) {
+        r = QCCL_ERR(qcclSystemError, "out of memory");
+        goto out;
+      }
+      nw = sv->watch_fds(sv->ctx, wfds, cap);
+    }
+    p[0] = (struct pollfd){.fd = lfd, .events = POLLIN, .revents = 0};
+    for (int i = 0; i < np; i++)
+      p[1 + i] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN, .revents = 0};
+    for (int i = 0; i < nw; i++)
+      p[1 + np + i] = (struct pollfd){.fd = wfds[i], .events = POLLIN | POLLRDHUP, .revents = 0};
+    double left = wake - now;
+    int ms = left > 1.0 ? 1000 : (int)(left * 1000) + 1;
+    int rc = poll(p, (nfds_t)(1 + np + nw), ms);
+    if (rc < 0 && errno != EINTR) {
+      r = QCCL_ERRNO(qcclSystemError, errno, "poll");
+      goto out;
+    }
+    if (rc <= 0) goto expire;
+    if (nw > 0) QCCL_CHECK_GOTO(sv->watch_check(sv->ctx, p + 1 + np, nw), r, out);
+    /* back to front: a drop moves the last entry, already seen, into i */
+    for (int i = np - 1; i >= 0 && !done; i--) {
+      if (!p[1 + i].revents) continue;
+      boot_pending_t* c = &pend[i];
+      ssize_t k = recv(c->fd, c->buf + c->got, sizeof c->buf - c->got, 0);
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (k <= 0) {
+        boot_pending_drop(pend, &np, i, sv->who, "it closed before its hello");
+        continue;
+      }
+      c->got += (size_t)k;
+      if (c->got < sizeof c->buf) continue;
+      boot_peer_hello_t h;
+      int fd = c->fd;
+      qcclResult_t hr = boot_hello_parse(c->buf, sizeof c->buf, secret, &h);
+      pend[i] = pend[--np];
+      if (hr != qcclSuccess) {
+        QCCL_WARN(LOG_BOOT, "%s refused a connection: no hello with the job's secret", sv->who);
+        close(fd);
+      } else if (!sv->take(sv->ctx, fd, &h, &done)) {
+        close(fd);
+      }
+    }
+    if (done) break;
+    for (;;) {
+      int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      if (np == BOOT_PENDING_MAX)
+        boot_pending_drop(pend, &np, 0, sv->who, "too many connections without a hello");
+      pend[np++] = (boot_pending_t){.fd = fd, .deadline = clock_now() + BOOT_HELLO_WAIT};
+    }
+  expire:
+    now = clock_now();
+    for (int i = np - 1; i >= 0; i--)
+      if (pend[i].deadline <= now) boot_pending_drop(pend, &np, i, sv->who, "no hello within 2 s");
+  }
+out:
+  for (int i = 0; i < np; i++) close(pend[i].fd);
+  free(pend);
+  free(wfds);
+  free(p);
+  return r;
+}
+
 /* ---- root listener ---------------------------------------------------- */
 
 typedef struct {
@@ -122,75 +301,190 @@ static void boot_root_refuse(int fd, qcclResult_t why, const char* text) {
   t.status = (int32_t)why;
   snprintf(t.why, sizeof t.why, "%s", text);
   sock_send_all(fd, &t, sizeof t, clock_now() + 1.0);
-  close(fd);
+}
+
+void boot_root_init(boot_root_t* st) {
+  memset(st, 0, sizeof *st);
+  st->nranks = -1;
+  st->left = -1;
+}
+
+int boot_root_admit(boot_root_t* st, int fd, const boot_peer_hello_t* h, int* done) {
+  char why[112];
+  if (st->nranks < 0) {
+    if (h->nranks < 1 || h->nranks > BOOT_MAX_RANKS) {
+      boot_root_refuse(fd, qcclInvalidArgument, "nranks is out of range");
+      return 0;
+    }
+    st->fds = malloc(sizeof(int) * (size_t)h->nranks);
+    st->addrs = calloc((size_t)h->nranks, BOOT_ADDR_BYTES);
+    if (!st->fds || !st->addrs) {
+      free(st->fds);
+      free(st->addrs);
+      st->fds = NULL;
+      st->addrs = NULL;
+      return 0;
+    }
+    st->nranks = h->nranks;
+    for (int i = 0; i < st->nranks; i++) st->fds[i] = -1;
+  }
+  if (h->nranks != st->nranks) {
+    snprintf(why, sizeof why, "nranks %d disagrees with %d given by the first rank", h->nranks,
+             st->nranks);
+    boot_root_refuse(fd, qcclInvalidUsage, why);
+    return 0;
+  }
+  if (h->rank < 0 || h->rank >= st->nranks || st->fds[h->rank] >= 0) {
+    snprintf(why, sizeof why, "rank %d is out of range or joined twice", h->rank);
+    boot_root_refuse(fd, qcclInvalidUsage, why);
+    return 0;
+  }
+  st->fds[h->rank] = fd;
+  memcpy(st->addrs + (size_t)h->rank * BOOT_ADDR_BYTES, h->addr, BOOT_ADDR_BYTES);
+  st->got++;
+  if (st->got == st->nranks) *done = 1;
+  return 1;
+}
+
+void boot_root_free(boot_root_t* st) {
+  for (int i = 0; i < st->nranks && st->fds; i++)
+    if (st->fds[i] >= 0) close(st->fds[i]);
+  free(st->fds);
+  free(st->addrs);
+  boot_root_init(st);
+}
+
+static int boot_root_take(void* ctx, int fd, const boot_peer_hello_t* h, int* done) {
+  return boot_root_admit(ctx, fd, h, done);
+}
+
+/* The admitted ranks wait silently for the table: anything readable on
+ * their sockets means one left, and the rendezvous fails for all now. */
+static int boot_root_watch_fds(void* ctx, int* fds, int max) {
+  boot_root_t* st = ctx;
+  int n = 0;
+  for (int i = 0; i < st->nranks; i++)
+    if (st->fds[i] >= 0) {
+      if (n < max) fds[n] = st->fds[i];
+      n++;
+    }
+  return n;
+}
+
+static qcclResult_t boot_root_watch_check(void* ctx, const struct pollfd* p, int n) {
+  boot_root_t* st = ctx;
+  for (int j = 0; j < n; j++) {
+    if (!p[j].revents) continue;
+    for (int i = 0; i < st->nranks; i++)
+      if (st->fds[i] == p[j].fd) {
+        st->left = i;
+        return QCCL_ERR(qcclRemoteError,
+                        "bootstrap root: rank %d closed its connection before every rank joined",
+                        i);
+      }
+  }
+  return qcclSuccess;
+}
+
+static void boot_fork_forget(int fd);
+
+typedef struct {
+  const boot_table_t* t;
+} boot_late_t;
+
+static int boot_root_take_late(void* ctx, int fd, const boot_peer_hello_t* h, int* done) {
+  const boot_late_t* l = ctx;
+  (void)h;
+  (void)done;
+  boot_root_refuse(fd, (qcclResult_t)l->t->status, l->t->why);
+  return 0;
 }
 
 static void* boot_root_main(void* argp) {
   boot_root_args_t a = *(boot_root_args_t*)argp;
   free(argp);
-  int nranks = -1, got = 0;
-  int* fds = NULL;
-  uint8_t* addrs = NULL;
-  char why[112];
-  while (nranks < 0 || got < nranks) {
-    int fd;
-    if (sock_accept(a.lfd, a.deadline, &fd) != qcclSuccess) break;
-    boot_hello_t h;
-    double hd = clock_now() + BOOT_HELLO_WAIT;
-    if (sock_recv_all(fd, &h, sizeof h, hd < a.deadline ? hd : a.deadline) != qcclSuccess ||
-        h.magic != BOOT_HELLO_MAGIC || memcmp(h.secret, a.secret, BOOT_SECRET_BYTES) != 0) {
-      QCCL_WARN(LOG_BOOT, "bootstrap root refused a connection: no hello with the job's secret");
-      close(fd);
-      continue;
-    }
-    if (nranks < 0) {
-      if (h.nranks < 1 || h.nranks > (1 << 20)) {
-        boot_root_refuse(fd, qcclInvalidArgument, "nranks is out of range");
-        continue;
-      }
-      nranks = h.nranks;
-      fds = malloc(sizeof(int) * (size_t)nranks);
-      addrs = calloc((size_t)nranks, BOOT_ADDR_BYTES);
-      if (!fds || !addrs) {
-        close(fd);
-        break;
-      }
-      for (int i = 0; i < nranks; i++) fds[i] = -1;
-    }
-    if (h.nranks != nranks) {
-      snprintf(why, sizeof why, "nranks %d disagrees with %d given by the first rank", h.nranks,
-               nranks);
-      boot_root_refuse(fd, qcclInvalidUsage, why);
-      continue;
-    }
-    if (h.rank < 0 || h.rank >= nranks || fds[h.rank] >= 0) {
-      snprintf(why, sizeof why, "rank %d is out of range or joined twice", h.rank);
-      boot_root_refuse(fd, qcclInvalidUsage, why);
-      continue;
-    }
-    fds[h.rank] = fd;
-    memcpy(addrs + (size_t)h.rank * BOOT_ADDR_BYTES, h.addr, BOOT_ADDR_BYTES);
-    got++;
-  }
+  boot_root_t st;
+  boot_root_init(&st);
+  boot_server_t sv = {.take = boot_root_take,
+                      .watch_fds = boot_root_watch_fds,
+                      .watch_check = boot_root_watch_check,
+                      .ctx = &st,
+                      .who = "bootstrap root"};
+  qcclResult_t r = boot_serve(a.lfd, a.secret, a.deadline, &sv);
+  err_clear();
   boot_table_t t;
   memset(&t, 0, sizeof t);
   t.magic = BOOT_TABLE_MAGIC;
-  t.nranks = nranks;
-  if (got < nranks || nranks < 0) {
+  t.nranks = st.nranks;
+  if (r != qcclSuccess && st.left >= 0) {
+    t.status = qcclRemoteError;
+    snprintf(t.why, sizeof t.why, "rank %d left before every rank had joined", st.left);
+  } else if (r != qcclSuccess || st.got < st.nranks || st.nranks < 0) {
     t.status = qcclTimeout;
-    snprintf(t.why, sizeof t.why, "only %d of %d ranks joined before the timeout", got, nranks);
+    snprintf(t.why, sizeof t.why, "only %d of %d ranks joined before the timeout", st.got,
+             st.nranks);
   }
-  for (int i = 0; i < nranks && fds; i++) {
-    if (fds[i] < 0) continue;
+  for (int i = 0; i < st.nranks && st.fds; i++) {
+    if (st.fds[i] < 0) continue;
     double d = clock_now() + BOOT_HELLO_WAIT;
-    if (sock_send_all(fds[i], &t, sizeof t, d) == qcclSuccess && t.status == 0)
-      sock_send_all(fds[i], addrs, (size_t)nranks * BOOT_ADDR_BYTES, d);
-    close(fds[i]);
+    if (sock_send_all(st.fds[i], &t, sizeof t, d) == qcclSuccess && t.status == 0)
+      sock_send_all(st.fds[i], st.addrs, (size_t)st.nranks * BOOT_ADDR_BYTES, d);
   }
-  free(fds);
-  free(addrs);
+  boot_root_free(&st);
+  if (t.status == qcclRemoteError) {
+    /* ranks still on their way would find the port closed and retry until
+     * their timeout (the root may just not listen yet, for all they know):
+     * give each the verdict instead, until the rendezvous' deadline */
+    boot_late_t late = {&t};
+    boot_server_t lv = {.take = boot_root_take_late, .ctx = &late, .who = "bootstrap root"};
+    boot_serve(a.lfd, a.secret, a.deadline, &lv);
+  }
+  boot_fork_forget(a.lfd);
   close(a.lfd);
+  err_clear();
   return NULL;
+}
+
+/* The root's listening sockets, closed in a child after fork(): the child
+ * has no root thread, and a listener it kept open would hold connections
+ * that nobody serves (a late rank would wait for its timeout instead of
+ * being refused). The one process-wide table besides the logger's. */
+#define BOOT_FORK_MAX 64
+static pthread_mutex_t boot_fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t boot_fork_once = PTHREAD_ONCE_INIT;
+static int boot_fork_fds[BOOT_FORK_MAX];
+static int boot_fork_n;
+
+static void boot_fork_prepare(void) {
+  pthread_mutex_lock(&boot_fork_mu);
+}
+
+static void boot_fork_parent(void) {
+  pthread_mutex_unlock(&boot_fork_mu);
+}
+
+static void boot_fork_child(void) {
+  for (int i = 0; i < boot_fork_n; i++) close(boot_fork_fds[i]);
+  boot_fork_n = 0;
+  pthread_mutex_unlock(&boot_fork_mu);
+}
+
+static void boot_fork_setup(void) {
+  pthread_atfork(boot_fork_prepare, boot_fork_parent, boot_fork_child);
+}
+
+static void boot_fork_remember(int fd) {
+  pthread_once(&boot_fork_once, boot_fork_setup);
+  pthread_mutex_lock(&boot_fork_mu);
+  if (boot_fork_n < BOOT_FORK_MAX) boot_fork_fds[boot_fork_n++] = fd;
+  pthread_mutex_unlock(&boot_fork_mu);
+}
+
+static void boot_fork_forget(int fd) {
+  pthread_mutex_lock(&boot_fork_mu);
+  for (int i = 0; i < boot_fork_n; i++)
+    if (boot_fork_fds[i] == fd) boot_fork_fds[i] = boot_fork_fds[--boot_fork_n];
+  pthread_mutex_unlock(&boot_fork_mu);
 }
 
 qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret, double timeout,
@@ -205,6 +499,7 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   }
   memcpy(a->secret, secret, BOOT_SECRET_BYTES);
   a->deadline = clock_now() + timeout;
+  boot_fork_remember(a->lfd);
   pthread_t th;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -212,6 +507,7 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   int e = pthread_create(&th, &attr, boot_root_main, a);
   pthread_attr_destroy(&attr);
   if (e != 0) {
+    boot_fork_forget(a->lfd);
     close(a->lfd);
     free(a);
     return QCCL_ERRNO(qcclSystemError, e, "pthread_create (bootstrap root)");
@@ -233,7 +529,44 @@ static void boot_hello_fill(boot_hello_t* h, const bootstrap_t* b, const sock_ad
   if (addr) memcpy(h->addr, addr, BOOT_ADDR_BYTES);
 }
 
-/* Connects to next, accepts prev (refusing strangers), closes lfd. */
+typedef struct {
+  bootstrap_t* b;
+  int prev;
+} boot_ring_ctx_t;
+
+static int boot_ring_take(void* ctx, int fd, const boot_peer_hello_t* h, int* done) {
+  boot_ring_ctx_t* rc = ctx;
+  if (h->rank != rc->prev || h->nranks != rc->b->nranks) {
+    QCCL_WARN(LOG_BOOT, "rank %d refused a ring connection: rank %d of %d, expected %d of %d",
+              rc->b->rank, h->rank, h->nranks, rc->prev, rc->b->nranks);
+    return 0;
+  }
+  rc->b->prev_fd = fd;
+  *done = 1;
+  return 1;
+}
+
+/* While it waits for prev, a rank watches next: never written to, so
+ * anything readable there means next left, and this rank leaves too, which
+ * its own prev sees the same way: a failure goes round the ring at once. */
+static int boot_ring_watch_fds(void* ctx, int* fds, int max) {
+  boot_ring_ctx_t* rc = ctx;
+  if (max > 0) fds[0] = rc->b->next_fd;
+  return 1;
+}
+
+static qcclResult_t boot_ring_watch_check(void* ctx, const struct pollfd* p, int n) {
+  boot_ring_ctx_t* rc = ctx;
+  if (n > 0 && p[0].revents)
+    return QCCL_ERR(qcclRemoteError,
+                    "bootstrap: rank %d's next rank closed its connection while the ring was "
+                    "built (it failed or exited)",
+                    rc->b->rank);
+  return qcclSuccess;
+}
+
+/* Connects to next, accepts prev (refusing strangers, serving every
+ * connection at once), closes lfd. */
 static qcclResult_t boot_ring_build(bootstrap_t* b, int lfd, const uint8_t* addrs,
                                     double deadline) {
   qcclResult_t r = qcclSuccess;
@@ -242,24 +575,20 @@ static qcclResult_t boot_ring_build(bootstrap_t* b, int lfd, const uint8_t* addr
   sock_addr_t na;
   memset(&na, 0, sizeof na);
   memcpy(&na, addrs + (size_t)next * BOOT_ADDR_BYTES, BOOT_ADDR_BYTES);
-  QCCL_CHECK_GOTO(sock_connect(&na, deadline, &b->next_fd), r, done);
+  /* next listened before it sent its address: a refusal means it is gone */
+  QCCL_CHECK_GOTO(sock_connect_peer(&na, deadline, &b->next_fd), r, done);
   boot_hello_t h;
   boot_hello_fill(&h, b, NULL);
   QCCL_CHECK_GOTO(sock_send_all(b->next_fd, &h, sizeof h, deadline), r, done);
-  for (;;) {
-    int fd;
-    QCCL_CHECK_GOTO(sock_accept(lfd, deadline, &fd), r, done);
-    boot_hello_t p;
-    double hd = clock_now() + BOOT_HELLO_WAIT;
-    if (sock_recv_all(fd, &p, sizeof p, hd < deadline ? hd : deadline) == qcclSuccess &&
-        p.magic == BOOT_HELLO_MAGIC && memcmp(p.secret, b->secret, BOOT_SECRET_BYTES) == 0 &&
-        p.rank == prev && p.nranks == b->nranks) {
-      b->prev_fd = fd;
-      break;
-    }
-    QCCL_WARN(LOG_BOOT, "rank %d refused a ring connection: wrong secret or rank", b->rank);
-    close(fd);
-  }
+  char who[64];
+  snprintf(who, sizeof who, "rank %d's ring listener", b->rank);
+  boot_ring_ctx_t rc = {b, prev};
+  boot_server_t sv = {.take = boot_ring_take,
+                      .watch_fds = boot_ring_watch_fds,
+                      .watch_check = boot_ring_watch_check,
+                      .ctx = &rc,
+                      .who = who};
+  r = boot_serve(lfd, b->secret, deadline, &sv);
 done:
   close(lfd);
   return r;
@@ -286,22 +615,10 @@ qcclResult_t boot_init(const boot_id_t* id, int rank, int nranks, double timeout
   boot_hello_t h;
   boot_hello_fill(&h, b, &bound);
   QCCL_CHECK_GOTO(sock_send_all(rfd, &h, sizeof h, deadline), r, fail);
+  QCCL_INFO(LOG_BOOT, "rank %d of %d sent its hello to the root", rank, nranks);
   boot_table_t t;
   QCCL_CHECK_GOTO(sock_recv_all(rfd, &t, sizeof t, deadline), r, fail);
-  t.why[sizeof t.why - 1] = '\0';
-  if (t.magic != BOOT_TABLE_MAGIC) {
-    r = QCCL_ERR(qcclRemoteError, "bootstrap root sent a malformed answer");
-    goto fail;
-  }
-  if (t.status != 0) {
-    r = QCCL_ERR((qcclResult_t)t.status, "bootstrap root refused rank %d: %s", rank, t.why);
-    goto fail;
-  }
-  if (t.nranks != nranks) {
-    r = QCCL_ERR(qcclInvalidUsage, "bootstrap: nranks %d disagrees with the root's %d", nranks,
-                 t.nranks);
-    goto fail;
-  }
+  QCCL_CHECK_GOTO(boot_table_parse(&t, sizeof t, rank, nranks), r, fail);
   addrs = malloc((size_t)nranks * BOOT_ADDR_BYTES);
   if (!addrs) {
     r = QCCL_ERR(qcclSystemError, "out of memory");
@@ -334,11 +651,7 @@ qcclResult_t boot_allgather(bootstrap_t* b, void* data, size_t size) {
     int si = (b->rank - s + w) % w, ri = (b->rank - s - 1 + w) % w;
     boot_msg_t out = {BOOT_MSG_MAGIC, b->seq, size}, in;
     QCCL_CHECK(sock_sendrecv(b->next_fd, &out, b->prev_fd, &in, sizeof out, deadline));
-    if (in.magic != BOOT_MSG_MAGIC || in.seq != b->seq || in.bytes != size)
-      return QCCL_ERR(qcclInvalidUsage,
-                      "bootstrap: rank %d expected message %u of %zu bytes, got %u of %llu "
-                      "(ranks disagree on the call sequence)",
-                      b->rank, b->seq, size, in.seq, (unsigned long long)in.bytes);
+    QCCL_CHECK(boot_msg_check(&in, sizeof in, b->seq, size, b->rank));
     b->seq++;
     QCCL_CHECK(sock_sendrecv(b->next_fd, d + (size_t)si * size, b->prev_fd, d + (size_t)ri * size,
                              size, deadline));

@@ -65,4 +65,43 @@ double boot_timeout(const bootstrap_t* b);
 /* Closes every socket and frees b (NULL is fine). Local. */
 void boot_close(bootstrap_t* b);
 
+/* ---- the message checks, pure (tests/fuzz drives them) ---------------- */
+
+#define BOOT_ADDR_BYTES 28
+#define BOOT_MAX_RANKS (1 << 20)
+#define BOOT_HELLO_BYTES 64 /* a hello on the wire */
+
+/* What a hello says once its magic and secret are checked. */
+typedef struct {
+  int32_t rank, nranks;
+  uint8_t addr[BOOT_ADDR_BYTES];
+} boot_peer_hello_t;
+
+/* Checks n bytes as a hello carrying secret. */
+qcclResult_t boot_hello_parse(const void* buf, size_t n, const uint8_t* secret,
+                              boot_peer_hello_t* out);
+
+/* Checks n bytes as the root's answer to rank of nranks (its status
+ * becomes the result, with the root's reason). */
+qcclResult_t boot_table_parse(const void* buf, size_t n, int rank, int nranks);
+
+/* Checks n bytes as the header of ring message seq of the given bytes. */
+qcclResult_t boot_msg_check(const void* hdr, size_t n, uint32_t seq, uint64_t bytes, int rank);
+
+/* The root's admission state: one slot per rank. */
+typedef struct {
+  int nranks, got; /* nranks -1 until the first valid hello */
+  int left;        /* the rank that left early, or -1 */
+  int* fds;
+  uint8_t* addrs;
+} boot_root_t;
+
+void boot_root_init(boot_root_t* st);
+/* Admits hello h that came on fd: 1 when st took fd (*done set once every
+ * rank is in), 0 when it was refused (an answer saying why was sent on fd;
+ * the caller closes it). */
+int boot_root_admit(boot_root_t* st, int fd, const boot_peer_hello_t* h, int* done);
+/* Closes the admitted sockets and frees st. */
+void boot_root_free(boot_root_t* st);
+
 #endif /* QCCL_CORE_BOOTSTRAP_H_ */

@@ -11,6 +11,7 @@
  */
 #include "core/log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,20 +36,35 @@ static const struct {
     {"ENV", LOG_ENV},     {"ALL", LOG_ALL},
 };
 
-static void log_parse_subsys(const char* s) {
+int log_subsys_parse(const char* s, FILE* complain) {
   int invert = 0, mask = 0;
   if (*s == '^') {
     invert = 1;
     s++;
   }
   char buf[256];
+  if (strlen(s) >= sizeof buf) {
+    if (complain)
+      fprintf(complain, "qccl: QCCL_DEBUG_SUBSYS is longer than %zu characters; using ALL\n",
+              sizeof buf - 1);
+    return LOG_ALL;
+  }
   snprintf(buf, sizeof buf, "%s", s);
   char* save = NULL;
   for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int known = 0;
     for (size_t i = 0; i < sizeof log_subsys_names / sizeof log_subsys_names[0]; i++)
-      if (strcasecmp(tok, log_subsys_names[i].name) == 0) mask |= log_subsys_names[i].bit;
+      if (strcasecmp(tok, log_subsys_names[i].name) == 0) {
+        mask |= log_subsys_names[i].bit;
+        known = 1;
+      }
+    if (!known && complain)
+      fprintf(complain,
+              "qccl: QCCL_DEBUG_SUBSYS: '%.64s' is not a subsystem (INIT, TOPO, NET, "
+              "COLL, QUANT, ZERO, SHM, BOOT, ENV, ALL); ignored\n",
+              tok);
   }
-  log_mask = invert ? (LOG_ALL & ~mask) : mask;
+  return invert ? (LOG_ALL & ~mask) : mask;
 }
 
 static void log_open_file(const char* pattern) {
@@ -66,10 +82,19 @@ static void log_open_file(const char* pattern) {
     }
   }
   path[o] = '\0';
-  FILE* f = fopen(path, "a");
+  FILE* f = NULL;
+  if (strlen(pattern) + 32 >= sizeof path)
+    errno = ENAMETOOLONG;
+  else
+    f = fopen(path, "a");
   if (f) {
     setvbuf(f, NULL, _IOLBF, 0);
     log_file = f;
+  } else {
+    /* logging must not fail a call, but it must not vanish silently either */
+    fprintf(stderr,
+            "qccl: QCCL_DEBUG_FILE='%.200s': cannot open '%.200s' (%s); logging to stderr\n",
+            pattern, path, strerror(errno));
   }
 }
 
@@ -94,7 +119,7 @@ static void log_init(void) {
     }
   }
   const char* sub = getenv("QCCL_DEBUG_SUBSYS");
-  if (sub) log_parse_subsys(sub);
+  if (sub) log_mask = log_subsys_parse(sub, stderr);
   const char* file = getenv("QCCL_DEBUG_FILE");
   log_file = stderr;
   if (file && *file) log_open_file(file);

@@ -9,6 +9,8 @@
 #ifndef QCCL_CORE_LOG_H_
 #define QCCL_CORE_LOG_H_
 
+#include <stdio.h>
+
 #include "core/err.h"
 
 typedef enum {
@@ -34,6 +36,11 @@ typedef enum {
 
 /* True when a message of this level and subsystem would be printed. */
 int log_enabled(log_level_t level, int subsys);
+
+/* The subsystem mask of a QCCL_DEBUG_SUBSYS value (names in any case, a
+ * leading ^ inverts); unknown names are reported on complain (if not NULL)
+ * and ignored. */
+int log_subsys_parse(const char* s, FILE* complain);
 
 /* Prints one line (no trailing newline needed). */
 void log_write(log_level_t level, int subsys, const char* fmt, ...) QCCL_PRINTF(3, 4);

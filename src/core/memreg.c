@@ -7,10 +7,13 @@
 #include "core/memreg.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/err.h"
@@ -36,6 +39,38 @@ int memreg_find(const void* p, size_t len, memreg_region_t* out) {
   return found;
 }
 
+qcclResult_t memreg_memfd_create(const char* tag, size_t bytes, int reserve, int* fd) {
+  int f = memfd_create(tag, MFD_CLOEXEC);
+  if (f < 0) return QCCL_ERR(qcclSystemError, "memfd_create: %s", strerror(errno));
+  int e = 0;
+  if (reserve)
+    e = posix_fallocate(f, 0, (off_t)bytes);
+  else if (ftruncate(f, (off_t)bytes) != 0)
+    e = errno;
+  if (e != 0) {
+    close(f);
+    return QCCL_ERR(qcclSystemError, "cannot %s %zu bytes of shared memory (%s): %s",
+                    reserve ? "reserve" : "size", bytes, tag, strerror(e));
+  }
+  *fd = f;
+  return qcclSuccess;
+}
+
+int memreg_memfd_open(int pid, int fd, int* out, size_t* bytes) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  struct stat st;
+  if (f < 0 || fstat(f, &st) != 0) {
+    int e = errno;
+    if (f >= 0) close(f);
+    return e;
+  }
+  *out = f;
+  *bytes = (size_t)st.st_size;
+  return 0;
+}
+
 qcclResult_t qcclMemAlloc(void** ptr, size_t size) {
   err_clear();
   if (ptr == NULL) return QCCL_ERR(qcclInvalidArgument, "ptr: NULL pointer");
@@ -43,13 +78,8 @@ qcclResult_t qcclMemAlloc(void** ptr, size_t size) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   if (size > SIZE_MAX - page) return QCCL_ERR(qcclInvalidArgument, "size=%zu is too large", size);
   size_t bytes = (size + page - 1) / page * page;
-  int fd = memfd_create("qccl-mem", MFD_CLOEXEC);
-  if (fd < 0) return QCCL_ERR(qcclSystemError, "memfd_create: %s", strerror(errno));
-  if (ftruncate(fd, (off_t)bytes) != 0) {
-    int e = errno;
-    close(fd);
-    return QCCL_ERR(qcclSystemError, "ftruncate of %zu bytes: %s", bytes, strerror(e));
-  }
+  int fd;
+  QCCL_CHECK(memreg_memfd_create("qccl-mem", bytes, 0, &fd));
   void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;

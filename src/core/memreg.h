@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qccl.h"
+
 typedef struct {
   char* base;
   size_t size;
@@ -26,5 +28,17 @@ typedef struct {
 
 /* 1 and *out when [p, p + len) lies inside one region, else 0. */
 int memreg_find(const void* p, size_t len, memreg_region_t* out);
+
+/* The nameless memory both qcclMemAlloc and the node segment
+ * (transport/shm.c) use: a memfd (close-on-exec) of bytes bytes, its space
+ * reserved when reserve is set (a full tmpfs is an error now, not a SIGBUS
+ * later). Nothing is left anywhere when every holder exits or is killed. */
+qcclResult_t memreg_memfd_create(const char* tag, size_t bytes, int reserve, int* fd);
+
+/* Opens process pid's descriptor fd (/proc/<pid>/fd/<fd>) read-write and
+ * gives its size: how a peer of the same host reaches such memory (the
+ * ptrace read permission that process_vm_readv needs too). Returns 0, or
+ * the errno of the failed step. */
+int memreg_memfd_open(int pid, int fd, int* out, size_t* bytes);
 
 #endif /* QCCL_CORE_MEMREG_H_ */

@@ -117,6 +117,8 @@ static int sock_if_match(const char* name, const char* spec) {
 
 qcclResult_t sock_pick_interface(sock_addr_t* out) {
   const char* spec = env_get("QCCL_SOCKET_IFNAME");
+  if (spec && strlen(spec) >= 256)
+    return QCCL_ERR(qcclInvalidArgument, "QCCL_SOCKET_IFNAME is longer than 255 characters");
   struct ifaddrs *ifs = NULL, *pick = NULL, *lo = NULL;
   if (getifaddrs(&ifs) != 0) return QCCL_ERRNO(qcclSystemError, errno, "getifaddrs");
   for (int pass = 0; pass < 2 && pick == NULL; pass++) {
@@ -210,7 +212,8 @@ static int sock_wait(int fd, short events, double deadline) {
   }
 }
 
-qcclResult_t sock_connect(const sock_addr_t* addr, double deadline, int* fd) {
+static qcclResult_t sock_connect_impl(const sock_addr_t* addr, double deadline, int retry,
+                                      int* fd) {
   char s[80];
   double backoff = 0.001;
   for (;;) {
@@ -236,6 +239,9 @@ qcclResult_t sock_connect(const sock_addr_t* addr, double deadline, int* fd) {
       return qcclSuccess;
     }
     close(c);
+    if (!retry && (err == ECONNREFUSED || err == ECONNRESET))
+      return QCCL_ERRNO(qcclRemoteError, err, "connect to %s (a peer that was listening)",
+                        sock_addr_str(addr, s, sizeof s));
     if (err != ECONNREFUSED && err != ECONNRESET && err != ETIMEDOUT && err != EAGAIN &&
         err != ENETUNREACH && err != EHOSTUNREACH)
       return QCCL_ERRNO(qcclSystemError, err, "connect to %s", sock_addr_str(addr, s, sizeof s));
@@ -246,6 +252,14 @@ qcclResult_t sock_connect(const sock_addr_t* addr, double deadline, int* fd) {
     nanosleep(&ts, NULL);
     if (backoff < 0.1) backoff *= 2;
   }
+}
+
+qcclResult_t sock_connect(const sock_addr_t* addr, double deadline, int* fd) {
+  return sock_connect_impl(addr, deadline, 1, fd);
+}
+
+qcclResult_t sock_connect_peer(const sock_addr_t* addr, double deadline, int* fd) {
+  return sock_connect_impl(addr, deadline, 0, fd);
 }
 
 qcclResult_t sock_accept(int lfd, double deadline, int* fd) {
@@ -309,7 +323,12 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
   while (sleft > 0 || rleft > 0) {
     struct pollfd p[2];
     int np = 0, si = -1, ri = -1;
-    if (sleft > 0) {
+    if (sfd != rfd) {
+      /* the send side is always watched: the peer never writes on it */
+      p[np] = (struct pollfd){.fd = sfd, .events = POLLRDHUP | POLLIN, .revents = 0};
+      if (sleft > 0) p[np].events |= POLLOUT;
+      si = np++;
+    } else if (sleft > 0) {
       p[np] = (struct pollfd){.fd = sfd, .events = POLLOUT, .revents = 0};
       si = np++;
     }
@@ -321,7 +340,10 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
     if (left <= 0) return QCCL_ERR(qcclTimeout, "bootstrap exchange timed out");
     int rc = poll(p, (nfds_t)np, left > 1.0 ? 1000 : (int)(left * 1000) + 1);
     if (rc < 0 && errno != EINTR) return QCCL_ERRNO(qcclSystemError, errno, "poll");
-    if (si >= 0 && p[si].revents) {
+    if (si >= 0 && sfd != rfd && (p[si].revents & (POLLRDHUP | POLLIN | POLLHUP | POLLERR)))
+      return QCCL_ERR(qcclRemoteError,
+                      "bootstrap: the next rank closed its connection (it failed or exited)");
+    if (si >= 0 && sleft > 0 && p[si].revents) {
       ssize_t k = send(sfd, sp, sleft, MSG_NOSIGNAL);
       if (k > 0) {
         sp += k;

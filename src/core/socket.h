@@ -45,6 +45,11 @@ qcclResult_t sock_listen(const sock_addr_t* addr, int* fd, sock_addr_t* bound);
 /* Connects to *addr, retrying while the listener is not up, until deadline. */
 qcclResult_t sock_connect(const sock_addr_t* addr, double deadline, int* fd);
 
+/* As sock_connect to a listener known to exist (its address came from a
+ * peer that listened before it sent it): a refusal means the peer is gone
+ * and fails at once with qcclRemoteError instead of being retried. */
+qcclResult_t sock_connect_peer(const sock_addr_t* addr, double deadline, int* fd);
+
 /* Accepts one connection before deadline. */
 qcclResult_t sock_accept(int lfd, double deadline, int* fd);
 
@@ -53,7 +58,9 @@ qcclResult_t sock_send_all(int fd, const void* buf, size_t n, double deadline);
 qcclResult_t sock_recv_all(int fd, void* buf, size_t n, double deadline);
 
 /* Sends n bytes on sfd while receiving n bytes on rfd (both may be large
- * without deadlock). */
+ * without deadlock). sfd is never read: data or end of stream on it means
+ * the peer left, which fails the call at once (a ring's failure travels
+ * around it in both directions). */
 qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_t n,
                            double deadline);
 

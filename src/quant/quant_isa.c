@@ -74,7 +74,7 @@ static void choose(void) {
   if (want != NULL && want[0] != '\0') {
     int found = -1;
     for (int i = 0; i < QUANT_ISA_COUNT; i++)
-      if (strcmp(want, isa_names[i]) == 0) found = i;
+      if (env_word_is(want, isa_names[i])) found = i;
     if (found < 0) {
       quant_cpu.res = qcclInvalidUsage;
       snprintf(quant_cpu.msg, sizeof quant_cpu.msg,

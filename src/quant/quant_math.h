@@ -18,7 +18,9 @@
  *               x' = lo + q * scale
  *   stochastic rounding replaces rne(t) by floor(t + u), u in [0, 1) from a
  *   counter-based hash of (seed, rank, element index).
- * Special blocks: any |x| >= 2^126, NaN or Inf makes an overflow block
+ * Special blocks (2^126 bounds one codec pass; collectives that sum before
+ * quantizing again hold to 2^126 / W, docs/ZEROPP.md "Range"): any
+ * |x| >= 2^126, NaN or Inf makes an overflow block
  * (scale and minimum NaN, codes 0, dequantizes to NaN); m == 0 or hi == lo
  * makes a zero-range block (scale 0, codes 0); a range below 2^-100 is
  * computed prescaled by 2^64 so that inv stays finite.

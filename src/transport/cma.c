@@ -38,7 +38,7 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   int w = s->nranks;
   s->cma_min = 0;
   int64_t min;
-  QCCL_CHECK(env_get_int("QCCL_CMA_MIN_BYTES", CMA_MIN_BYTES_DEFAULT, 0, (int64_t)1 << 50, &min));
+  QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES", CMA_MIN_BYTES_DEFAULT, 0, (int64_t)1 << 50, &min));
   /* read every peer's probe word (published before the attach barrier);
    * also what decides whether peers may map each other's qcclMemAlloc
    * memory (shm_map.c: /proc/<pid>/fd needs the same permission) */

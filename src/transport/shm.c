@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/env.h"
+#include "core/memreg.h"
 #include "core/log.h"
 #include "core/wait.h"
 #include "transport/cma.h"
@@ -92,6 +93,98 @@ static qcclResult_t shm_map(const char* name, size_t bytes, int create, char** o
   return qcclSuccess;
 }
 
+static void shm_header_init(shm_t* s) {
+  shm_header_t* h = (shm_header_t*)s->base;
+  h->magic = SHM_MAGIC;
+  h->nranks = s->nranks;
+  h->chunk_bytes = s->chunk_bytes;
+  h->chan_bytes = s->chan_bytes;
+  atomic_store(&h->abort_rank, -1);
+}
+
+/* The segment without a name: rank 0 makes a memfd and says "fd <pid>
+ * <fd>"; the others open it through /proc (core/memreg.h) and map it.
+ * Nothing can be left behind, whoever is killed when. When some rank
+ * cannot open another process's descriptors (a ptrace restriction),
+ * every rank drops it and *named is set: the caller makes a named one. */
+static qcclResult_t shm_attach_memfd(shm_t* s, bootstrap_t* boot, char* names, int* named) {
+  qcclResult_t r;
+  int rank = s->rank, w = s->nranks, mfd = -1, e = 0;
+  int* oks = calloc((size_t)w, sizeof *oks);
+  if (!oks) return QCCL_ERR(qcclSystemError, "out of memory");
+  if (rank == 0) {
+    QCCL_CHECK_GOTO(memreg_memfd_create("qccl-node", s->bytes, 1, &mfd), r, out);
+    void* p = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    if (p == MAP_FAILED) {
+      r = QCCL_ERRNO(qcclSystemError, errno, "mmap of the node segment (%zu bytes)", s->bytes);
+      goto out;
+    }
+    s->base = p;
+    shm_header_init(s);
+    snprintf(names, SHM_NAME_BYTES, "fd %d %d", (int)getpid(), mfd);
+  }
+  QCCL_CHECK_GOTO(boot_allgather(boot, names, SHM_NAME_BYTES), r, out);
+  names[SHM_NAME_BYTES - 1] = '\0';
+  if (rank != 0) {
+    int pid = 0, fd = -1, f;
+    size_t size = 0;
+    if (sscanf(names, "fd %d %d", &pid, &fd) != 2) {
+      r = QCCL_ERR(qcclInternalError, "rank 0 sent a malformed segment handle");
+      goto out;
+    }
+    e = memreg_memfd_open(pid, fd, &f, &size);
+    if (e == 0 && size != s->bytes) {
+      close(f);
+      r = QCCL_ERR(qcclInvalidUsage,
+                   "the node segment has %zu bytes, rank %d expects %zu (ranks disagree on "
+                   "QCCL_SHM_CHUNK_BYTES or QCCL_SHM_P2P_BYTES)",
+                   size, rank, s->bytes);
+      goto out;
+    }
+    if (e == 0) {
+      void* p = mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+      e = p == MAP_FAILED ? errno : 0;
+      close(f);
+      if (e == 0) s->base = p;
+    }
+    if (e != 0)
+      QCCL_INFO(LOG_SHM, "rank %d cannot open rank 0's segment (/proc/%d/fd/%d): %s", rank, pid, fd,
+                strerror(e));
+  }
+  /* every rank has mapped it (or failed to) after this exchange */
+  oks[rank] = e == 0;
+  QCCL_CHECK_GOTO(boot_allgather(boot, oks, sizeof *oks), r, out);
+  *named = 0;
+  for (int i = 0; i < w; i++)
+    if (!oks[i]) *named = 1;
+  if (*named) {
+    QCCL_WARN(LOG_SHM, "a rank cannot open another's descriptors: the node segment gets a name");
+    if (s->base) munmap(s->base, s->bytes);
+    s->base = NULL;
+  }
+  r = qcclSuccess;
+out:
+  if (mfd >= 0) close(mfd); /* the mappings keep the memory */
+  free(oks);
+  return r;
+}
+
+/* The named segment (the fallback): rank 0 makes /qccl-<pid>-<random>, the
+ * others open it; the name goes once every rank attached. */
+static qcclResult_t shm_attach_named(shm_t* s, bootstrap_t* boot, char* names) {
+  if (s->rank == 0) {
+    uint64_t rnd;
+    QCCL_CHECK(boot_random(&rnd, sizeof rnd));
+    snprintf(names, SHM_NAME_BYTES, "/qccl-%d-%016llx", (int)getpid(), (unsigned long long)rnd);
+    QCCL_CHECK(shm_map(names, s->bytes, 1, &s->base));
+    shm_header_init(s);
+  }
+  QCCL_CHECK(boot_allgather(boot, names, SHM_NAME_BYTES));
+  names[SHM_NAME_BYTES - 1] = '\0';
+  if (s->rank != 0) QCCL_CHECK(shm_map(names, s->bytes, 0, &s->base));
+  return qcclSuccess;
+}
+
 qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm_t** out) {
   qcclResult_t r;
   int rank = boot_rank(boot), w = boot_nranks(boot);
@@ -103,9 +196,10 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
     return QCCL_ERR(qcclSystemError, "out of memory");
   }
   int64_t chunk, chan;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
   QCCL_CHECK_GOTO(
-      env_get_int("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30, &chan), r, fail);
+      env_get_size("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30, &chan), r,
+      fail);
   if (chan & (chan - 1)) {
     r = QCCL_ERR(qcclInvalidArgument, "QCCL_SHM_P2P_BYTES=%lld is not a power of two",
                  (long long)chan);
@@ -121,30 +215,16 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   int64_t nt;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;
   int64_t share;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_SHARE_BYTES", 8 << 20, 0, INT64_MAX, &share), r, fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_SHARE_BYTES", 8 << 20, 0, INT64_MAX, &share), r, fail);
   s->share_min = (size_t)share;
   s->bytes = shm_layout(s);
 
-  char* mine = names + (size_t)rank * SHM_NAME_BYTES;
-  if (rank == 0) {
-    uint64_t rnd;
-    QCCL_CHECK_GOTO(boot_random(&rnd, sizeof rnd), r, fail);
-    snprintf(mine, SHM_NAME_BYTES, "/qccl-%d-%016llx", (int)getpid(), (unsigned long long)rnd);
-    QCCL_CHECK_GOTO(shm_map(mine, s->bytes, 1, &s->base), r, fail);
-    shm_header_t* h = (shm_header_t*)s->base;
-    h->magic = SHM_MAGIC;
-    h->nranks = w;
-    h->chunk_bytes = s->chunk_bytes;
-    h->chan_bytes = s->chan_bytes;
-    atomic_store(&h->abort_rank, -1);
-  }
-  r = boot_allgather(boot, names, SHM_NAME_BYTES);
-  if (r != qcclSuccess) goto fail_unlink;
-  names[SHM_NAME_BYTES - 1] = '\0';
-  if (rank != 0) QCCL_CHECK_GOTO(shm_map(names, s->bytes, 0, &s->base), r, fail);
+  int named = 0;
+  QCCL_CHECK_GOTO(shm_attach_memfd(s, boot, names, &named), r, fail);
+  if (named) QCCL_CHECK_GOTO(shm_attach_named(s, boot, names), r, fail_unlink);
   shm_layout(s);
   s->ctrl[rank].pid = (int32_t)getpid();
   s->ctrl[rank].alive = 1;
@@ -153,9 +233,9 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   QCCL_CHECK_GOTO(boot_random(&s->cma_word, sizeof s->cma_word), r, fail_unlink);
   s->ctrl[rank].cma_probe = (uintptr_t)&s->cma_word;
   s->ctrl[rank].cma_value = s->cma_word;
-  /* every rank has attached after this barrier: the name can go */
+  /* every rank has attached after this barrier: a name can go */
   r = boot_barrier(boot);
-  if (rank == 0) shm_unlink(names);
+  if (rank == 0 && named) shm_unlink(names);
   if (r != qcclSuccess) goto fail;
   if (w > 1) QCCL_CHECK_GOTO(cma_probe(s, boot), r, fail);
   QCCL_INFO(LOG_SHM, "rank %d attached %s: %zu bytes, chunk %zu, p2p ring %zu", rank, names,
@@ -164,7 +244,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   *out = s;
   return qcclSuccess;
 fail_unlink:
-  if (rank == 0) shm_unlink(names);
+  if (rank == 0 && named) shm_unlink(names);
 fail:
   if (s->base) munmap(s->base, s->bytes);
   free(s);

@@ -85,7 +85,10 @@ typedef struct {
   _Atomic uint64_t head; /* bytes written by the sender */
   char pad0[SHM_LINE - 8];
   _Atomic uint64_t tail; /* bytes consumed by the receiver */
-  char pad1[SHM_LINE - 8];
+  /* 0, or 1 + the bytes the receiver expected when it refused a message of
+   * another size: the sender fails at once instead of at its timeout */
+  _Atomic uint64_t refused;
+  char pad1[SHM_LINE - 16];
 } shm_chan_ctrl_t;
 
 typedef struct shm {

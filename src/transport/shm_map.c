@@ -66,25 +66,23 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, size_t len,
   shm_peer_map_t* m = shm_map_entry(s, peer, id);
   m->used = ++s->map_clock;
   if (m->id != id) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", c->pid, c->reg[g & 1][which].fd);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-      int e = errno;
-      if (fd >= 0) close(fd);
+    int fd;
+    size_t size;
+    int e = memreg_memfd_open(c->pid, c->reg[g & 1][which].fd, &fd, &size);
+    if (e != 0) {
       qcclResult_t r = shm_check_peers(s, peer);
       if (r != qcclSuccess) return r;
-      return QCCL_ERR(qcclSystemError, "rank %d cannot open rank %d's qcclMemAlloc memory (%s): %s",
-                      s->rank, peer, path, strerror(e));
+      return QCCL_ERR(qcclSystemError,
+                      "rank %d cannot open rank %d's qcclMemAlloc memory (/proc/%d/fd/%d): %s",
+                      s->rank, peer, (int)c->pid, (int)c->reg[g & 1][which].fd, strerror(e));
     }
-    void* p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int e = errno;
+    void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    e = errno;
     close(fd);
     if (p == MAP_FAILED)
       return QCCL_ERR(qcclSystemError, "rank %d cannot map rank %d's qcclMemAlloc memory: %s",
                       s->rank, peer, strerror(e));
-    *m = (shm_peer_map_t){id, p, (size_t)st.st_size, s->map_clock};
+    *m = (shm_peer_map_t){id, p, size, s->map_clock};
   }
   uint64_t off = c->reg[g & 1][which].off;
   if (off >= m->size || len > m->size - off)

@@ -6,7 +6,9 @@
  * and tail (bytes the receiver consumed). A message is a 16-byte header
  * (magic, byte count) and its payload, pushed into the ring as space frees
  * up; the receiver checks the header against its own size, so a mismatch
- * is an error, not corruption. Each byte crosses memory twice (copy in,
+ * is an error, not corruption, and the receiver says so in the pair's
+ * control line (refused), so a sender blocked on a full ring fails at once
+ * too. Each byte crosses memory twice (copy in,
  * copy out); a ring of 256 KiB stays in cache, so a long message streams
  * at copy speed. Requests make progress only inside test(); the caller
  * tests a request only after the earlier one of the same pair and
@@ -98,11 +100,15 @@ static qcclResult_t shm_check_header(shm_t* s, const shm_req_t* q) {
   memcpy(&b, q->hdr + 8, 8);
   if (m != P2P_MAGIC)
     return QCCL_ERR(qcclInternalError, "corrupt message header from rank %d", q->peer);
-  if (b != q->bytes)
+  if (b != q->bytes) {
+    /* tell the sender, which may be waiting for ring space we will never free */
+    atomic_store_explicit(&shm_chan_ctrl(s, q->peer, s->rank)->refused, (uint64_t)q->bytes + 1,
+                          memory_order_release);
     return QCCL_ERR(qcclInvalidUsage,
                     "rank %d sent %llu bytes but the matching receive on rank %d expects %zu "
                     "(count or datatype differ)",
                     q->peer, (unsigned long long)b, s->rank, q->bytes);
+  }
   return qcclSuccess;
 }
 
@@ -110,6 +116,19 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
   shm_t* s = ctx;
   shm_req_t* q = req;
   size_t total = P2P_HDR + q->bytes;
+  if (q->send) {
+    uint64_t no =
+        atomic_load_explicit(&shm_chan_ctrl(s, s->rank, q->peer)->refused, memory_order_acquire);
+    if (no != 0) {
+      size_t bytes = q->bytes;
+      int peer = q->peer;
+      free(q);
+      return QCCL_ERR(qcclInvalidUsage,
+                      "rank %d refused the message of %zu bytes from rank %d: its matching "
+                      "receive expects %llu (count or datatype differ)",
+                      peer, bytes, s->rank, (unsigned long long)(no - 1));
+    }
+  }
   while (q->done < total) {
     size_t k;
     if (q->done < P2P_HDR) {

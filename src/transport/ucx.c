@@ -16,6 +16,7 @@
  */
 #include "transport/ucx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
@@ -40,7 +41,16 @@ struct ucx {
   ucp_ep_h* eps;        /* NULL for peers not reached through UCX */
   ucs_status_t* failed; /* UCS_OK, or the error the handler saw */
   ucx_peer_arg_t* args; /* error handler arguments, one per peer */
+  uint64_t call;        /* the call in progress (ucx_set_call), in every tag */
 };
+
+/* A tag: the sender's rank in the low UCX_TAG_RANK_BITS, the call above.
+ * Receives match on the rank bits alone (per-sender order, as before) and
+ * then compare the call, so a message of another call (a rank that made a
+ * different call, or one left behind by a failed call) is an error, never
+ * data. */
+#define UCX_TAG_RANK_BITS 24
+#define UCX_TAG_RANK_MASK ((ucp_tag_t)((1u << UCX_TAG_RANK_BITS) - 1))
 
 typedef struct {
   int send;
@@ -64,17 +74,25 @@ static qcclResult_t ucx_make_worker(ucx_t* u) {
   ucp_config_t* cfg = NULL;
   QCCL_CHECK(ucx_status(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read"));
   qcclResult_t r = qcclSuccess;
+  const char* tls = NULL;
+  char what[160] = "ucp_init";
   if (getenv("UCX_TLS") == NULL) {
-    const char* tls = env_get("QCCL_UCX_TLS");
+    tls = env_get("QCCL_UCX_TLS");
     if (tls == NULL) tls = "^sm";
-    r = ucx_status(ucp_config_modify(cfg, "TLS", tls), "UCX transports (QCCL_UCX_TLS)");
+    snprintf(what, sizeof what, "UCX transports QCCL_UCX_TLS='%.64s' (UCX_TLS unset)", tls);
+    r = ucx_status(ucp_config_modify(cfg, "TLS", tls), what);
+  } else {
+    snprintf(what, sizeof what, "UCX transports UCX_TLS='%.64s'", getenv("UCX_TLS"));
   }
   if (r == qcclSuccess) {
     ucp_params_t p;
     memset(&p, 0, sizeof p);
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
     p.features = UCP_FEATURE_TAG;
-    r = ucx_status(ucp_init(&p, cfg, &u->ctx), "ucp_init");
+    ucs_status_t s = ucp_init(&p, cfg, &u->ctx);
+    if (s != UCS_OK)
+      r = QCCL_ERR(qcclInvalidArgument, "ucp_init: %s: %s (no such transport on this machine?)",
+                   what, ucs_status_string(s));
   }
   ucp_config_release(cfg);
   if (r != qcclSuccess) return r;
@@ -222,11 +240,12 @@ static qcclResult_t ucx_post(ucx_t* u, int send, int peer, void* buf, size_t n, 
   memset(&p, 0, sizeof p);
   void* s;
   if (send) {
-    s = ucp_tag_send_nbx(u->eps[peer], buf, n, (ucp_tag_t)u->rank, &p);
+    s = ucp_tag_send_nbx(u->eps[peer], buf, n,
+                         (ucp_tag_t)u->rank | (ucp_tag_t)u->call << UCX_TAG_RANK_BITS, &p);
   } else {
     /* always a request, so the received length is read in one place */
     p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    s = ucp_tag_recv_nbx(u->worker, buf, n, (ucp_tag_t)peer, (ucp_tag_t)-1, &p);
+    s = ucp_tag_recv_nbx(u->worker, buf, n, (ucp_tag_t)peer, UCX_TAG_RANK_MASK, &p);
   }
   if (UCS_PTR_IS_ERR(s)) {
     ucs_status_t st = UCS_PTR_STATUS(s);
@@ -256,12 +275,16 @@ static qcclResult_t ucx_test(void* ctx, void* req, int* done) {
     ucp_worker_progress(u->worker);
     ucs_status_t st;
     size_t got = q->bytes;
+    uint64_t call = u->call;
     if (q->send) {
       st = ucp_request_check_status(q->ucp);
     } else {
       ucp_tag_recv_info_t info;
       st = ucp_tag_recv_request_test(q->ucp, &info);
-      if (st != UCS_INPROGRESS) got = info.length;
+      if (st != UCS_INPROGRESS) {
+        got = info.length;
+        call = info.sender_tag >> UCX_TAG_RANK_BITS;
+      }
     }
     if (st == UCS_INPROGRESS) {
       qcclResult_t r = ucx_peer_state(u, q->peer);
@@ -274,6 +297,15 @@ static qcclResult_t ucx_test(void* ctx, void* req, int* done) {
     }
     ucp_request_free(q->ucp);
     q->ucp = NULL;
+    if (st == UCS_OK && call != u->call) {
+      int peer = q->peer;
+      free(q);
+      return QCCL_ERR(qcclInvalidUsage,
+                      "a message from rank %d belongs to another call than rank %d's: the ranks "
+                      "disagree on the collective or its arguments, or an earlier failed call "
+                      "left it behind",
+                      peer, u->rank);
+    }
     if (st != UCS_OK || got != q->bytes) {
       int peer = q->peer, send = q->send;
       size_t want = q->bytes;
@@ -312,6 +344,34 @@ static qcclResult_t ucx_check(void* ctx, int peer) {
   ucx_t* u = ctx;
   ucp_worker_progress(u->worker);
   return ucx_peer_state(u, peer);
+}
+
+void ucx_set_call(ucx_t* u, uint64_t call) {
+  if (u) u->call = call & (~(uint64_t)0 >> UCX_TAG_RANK_BITS);
+}
+
+void ucx_break(ucx_t* u) {
+  if (!u || !u->worker || !u->eps) return;
+  void** reqs = calloc((size_t)u->nranks, sizeof *reqs);
+  for (int i = 0; i < u->nranks; i++) {
+    if (!u->eps[i]) continue;
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof p);
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void* q = ucp_ep_close_nbx(u->eps[i], &p);
+    if (reqs && UCS_PTR_IS_PTR(q)) reqs[i] = q;
+    u->eps[i] = NULL;
+    if (u->failed[i] == UCS_OK) u->failed[i] = UCS_ERR_CANCELED;
+  }
+  double deadline = clock_now() + UCX_ABORT_WAIT;
+  for (int i = 0; i < u->nranks && reqs; i++) {
+    while (reqs[i] && ucp_request_check_status(reqs[i]) == UCS_INPROGRESS && clock_now() < deadline)
+      ucp_worker_progress(u->worker);
+    if (reqs[i]) ucp_request_free(reqs[i]);
+  }
+  free(reqs);
+  QCCL_INFO(LOG_NET, "rank %d: UCX endpoints closed: the communicator failed", u->rank);
 }
 
 const transport_ops_t ucx_p2p_ops = {"ucx",     ucx_isend,  ucx_irecv, ucx_test,

@@ -7,13 +7,21 @@
  * communicator): mr_sendrecv_mismatch --case short|long [--group]
  *   short  rank 0 sends 100 int32, rank 1 receives 150 (fewer bytes came)
  *   long   rank 0 sends 150 int32, rank 1 receives 100 (more bytes came)
+ *   big    rank 0 sends 4 MiB, rank 1 receives 2 MiB: the sender cannot
+ *          finish (the ring is smaller than the message), and must fail
+ *          with qcclInvalidUsage within 3 s, not wait for its timeout
+ *          (issue 14: it waited QCCL_TIMEOUT); the receiver stays 4 s
+ *          after its own failure, so its exit cannot be what tells the
+ *          sender
  *   --group  both calls inside qcclGroupStart/End
- * The sender may succeed or fail (qcclInvalidUsage, qcclRemoteError or
- * qcclTimeout); both must return within QCCL_TIMEOUT (+ 10 s of slack).
+ * In short and long the sender may succeed or fail (qcclInvalidUsage,
+ * qcclRemoteError or qcclTimeout); both must return within QCCL_TIMEOUT
+ * (+ 10 s of slack).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mr_util.h"
 
@@ -22,10 +30,12 @@ int main(int argc, char** argv) {
   mr_init(&t, argc, argv);
   const char* which = mr_opt(&t, "--case");
   const int group = mr_flag(&t, "--group");
-  if (!which || (strcmp(which, "short") && strcmp(which, "long")) || t.nranks < 2)
-    mr_die(&t, "usage: --case short|long [--group], W >= 2");
-  const size_t send_n = strcmp(which, "short") == 0 ? 100 : 150;
-  const size_t recv_n = strcmp(which, "short") == 0 ? 150 : 100;
+  if (!which || (strcmp(which, "short") && strcmp(which, "long") && strcmp(which, "big")) ||
+      t.nranks < 2)
+    mr_die(&t, "usage: --case short|long|big [--group], W >= 2");
+  const int big = strcmp(which, "big") == 0;
+  const size_t send_n = big ? 1 << 20 : strcmp(which, "short") == 0 ? 100 : 150;
+  const size_t recv_n = big ? 1 << 19 : strcmp(which, "short") == 0 ? 150 : 100;
   const char* tenv = getenv("QCCL_TIMEOUT");
   const double limit = (tenv ? atof(tenv) : 60.0) + 10.0;
   mr_case_t c;
@@ -46,6 +56,11 @@ int main(int argc, char** argv) {
            r ? qcclGetLastError(t.comm) : "");
     if (r != qcclSuccess && r != qcclInvalidUsage && r != qcclRemoteError && r != qcclTimeout)
       mr_case_fail(&c, "sender got %s", qcclGetErrorString(r));
+    if (big && (r != qcclInvalidUsage || mr_now() - t0 > 3.0))
+      mr_case_fail(&c,
+                   "sender of the larger message got %s after %.2f s: expected "
+                   "qcclInvalidUsage within 3 s",
+                   qcclGetErrorString(r), mr_now() - t0);
   } else if (t.rank == 1) {
     if (group) qcclGroupStart();
     r = qcclRecv(b.p, recv_n, qcclInt32, 0, t.comm, NULL);
@@ -59,6 +74,9 @@ int main(int argc, char** argv) {
       mr_case_fail(&c, "receiver got %s, expected qcclInvalidUsage", qcclGetErrorString(r));
     else if (!*qcclGetLastError(t.comm))
       mr_case_fail(&c, "qcclGetLastError is empty after the failure");
+    /* stay (as an application would): the sender must not learn of the
+     * failure from this rank's exit */
+    if (big) usleep(4000000);
   }
   mr_buf_check_guards(&c, &b, t.rank == 0 ? "send buffer" : "receive buffer");
   if (mr_now() - t0 > limit)

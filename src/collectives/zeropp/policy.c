@@ -46,19 +46,16 @@ static pthread_once_t zero_env_once = PTHREAD_ONCE_INIT;
 
 static const char* const pol_names[ZERO_POL_NUM] = {"allgather", "reducescatter", "allreduce"};
 
+/* Sizes and numbers follow env.c's rule (decimal, K / M / G for sizes). */
 static int parse_size(const char* s, size_t* out) {
-  char* end;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return -1;
-  if (*end == 'K' || *end == 'k')
-    v <<= 10, end++;
-  else if (*end == 'M' || *end == 'm')
-    v <<= 20, end++;
-  else if (*end == 'G' || *end == 'g')
-    v <<= 30, end++;
-  if (*end != '\0') return -1;
+  int64_t v;
+  if (env_parse_size("QCCL_POLICY min", s, 0, INT64_MAX, &v) != qcclSuccess) return -1;
   *out = (size_t)v;
   return 0;
+}
+
+static int parse_u64(const char* s, int64_t lo, int64_t hi, int64_t* out) {
+  return env_parse_int("QCCL_POLICY", s, lo, hi, out) == qcclSuccess ? 0 : -1;
 }
 
 /* Parses one item "collective:token:..." into env->policy. */
@@ -78,14 +75,15 @@ static int policy_parse_item(char* item, zero_env_t* env, const char* whole) {
   int intra_bits = 8;
   size_t min_bytes = 0;
   for (char* t = strtok_r(NULL, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
-    char* end = NULL;
+    int64_t num;
     if (strcasecmp(t, "int8") == 0)
       spec.bits = 8;
     else if (strcasecmp(t, "int4") == 0)
       spec.bits = 4;
-    else if (t[0] == 'b' && t[1] >= '0' && t[1] <= '9')
-      spec.block = (int)strtol(t + 1, &end, 10);
-    else if (strcasecmp(t, "asym") == 0)
+    else if ((t[0] == 'b' || t[0] == 'B') && t[1] >= '0' && t[1] <= '9') {
+      if (parse_u64(t + 1, 1, 1 << 20, &num) != 0) goto bad;
+      spec.block = (int)num;
+    } else if (strcasecmp(t, "asym") == 0)
       spec.mode = qcclQuantAsymmetric;
     else if (strcasecmp(t, "sym") == 0)
       spec.mode = qcclQuantSymmetric;
@@ -93,9 +91,10 @@ static int policy_parse_item(char* item, zero_env_t* env, const char* whole) {
       spec.rotate = 1;
     else if (strcasecmp(t, "sr") == 0)
       spec.rounding = qcclRoundStochastic;
-    else if (strncasecmp(t, "seed=", 5) == 0)
-      spec.seed = strtoull(t + 5, &end, 0);
-    else if (strncasecmp(t, "min=", 4) == 0) {
+    else if (strncasecmp(t, "seed=", 5) == 0) {
+      if (parse_u64(t + 5, 0, INT64_MAX, &num) != 0) goto bad;
+      spec.seed = (uint64_t)num;
+    } else if (strncasecmp(t, "min=", 4) == 0) {
       if (parse_size(t + 4, &min_bytes) != 0) goto bad;
     } else if (strcasecmp(t, "intra4") == 0)
       intra_bits = 4;
@@ -105,9 +104,9 @@ static int policy_parse_item(char* item, zero_env_t* env, const char* whole) {
       ;
     else
       goto bad;
-    if (end != NULL && *end != '\0') goto bad;
     continue;
   bad:
+    err_clear();
     snprintf(env->msg, sizeof env->msg, "QCCL_POLICY='%s': token '%s' of %s is not understood",
              whole, t, pol_names[idx]);
     return -1;
@@ -129,6 +128,8 @@ static int policy_parse_item(char* item, zero_env_t* env, const char* whole) {
   return 0;
 }
 
+static void zero_policy_parse_text(const char* v, zero_env_t* env);
+
 static void zero_env_parse(void) {
   zero_env_t* env = &zero_env;
   int64_t piece;
@@ -141,8 +142,18 @@ static void zero_env_parse(void) {
   env->piece = (size_t)piece;
   const char* v = env_get("QCCL_POLICY");
   if (v == NULL || env->err != qcclSuccess) return;
+  zero_policy_parse_text(v, env);
+}
+
+/* Parses the text of QCCL_POLICY into env (policies, or err and msg). */
+static void zero_policy_parse_text(const char* v, zero_env_t* env) {
   char buf[512];
-  snprintf(buf, sizeof buf, "%s", v);
+  if (env_copy("QCCL_POLICY", v, buf, sizeof buf) != qcclSuccess) {
+    snprintf(env->msg, sizeof env->msg, "%s", err_last());
+    err_clear();
+    env->err = qcclInvalidArgument;
+    return;
+  }
   char* save = NULL;
   for (char* item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     if (policy_parse_item(item, env, v) != 0) {
@@ -151,6 +162,16 @@ static void zero_env_parse(void) {
       return;
     }
   }
+}
+
+int zero_policy_check(const char* text, char* msg, size_t len) {
+  zero_env_t* env = calloc(1, sizeof *env);
+  if (!env) return -1;
+  zero_policy_parse_text(text, env);
+  int bad = env->err != qcclSuccess;
+  if (bad && msg && len) snprintf(msg, len, "%s", env->msg);
+  free(env);
+  return bad ? -1 : 0;
 }
 
 static const zero_env_t* zero_env_get(void) {

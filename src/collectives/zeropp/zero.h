@@ -170,6 +170,11 @@ qcclResult_t zero_run_one(const zero_op_t* op);
  * quantized one (decided when the call is issued, group.c). */
 int zero_policy_applies(qcclComm_t comm, const coll_args_t* a);
 
+/* Parses text as QCCL_POLICY would, without the environment: 0 when it is
+ * valid, -1 with the message in msg (len bytes) otherwise. For the tests
+ * and the fuzz target. */
+int zero_policy_check(const char* text, char* msg, size_t len);
+
 /* The quantized call of a plain one for which zero_policy_applies. */
 qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op);
 

@@ -97,9 +97,11 @@ qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t strea
   if (comm->magic != COMM_MAGIC)
     return QCCL_ERR(qcclInvalidArgument, "%s: comm is not a live communicator", fn);
   if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "%s: comm was finalized", fn);
-  if (comm->async_error != qcclSuccess)
+  if (comm->async_error != qcclSuccess) {
+    comm_tell_peers(comm);
     return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)", fn,
                     qcclGetErrorString(comm->async_error));
+  }
   if (s == NULL) return qcclSuccess; /* a call that takes no stream */
   return engine_stream_arg(fn, stream, s);
 }

@@ -1,0 +1,5 @@
+int LLVMFuzzerTestOneInput(const unsigned char* d, unsigned long n) {
+  (void)d;
+  (void)n;
+  return 0;
+}

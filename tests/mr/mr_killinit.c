@@ -1,0 +1,329 @@
+/*
+ * mr_killinit - a rank killed at a random point of qcclCommInitRank,
+ * qcclCommInitFromEnv or qcclCommSplit makes every survivor fail promptly
+ * (not at QCCL_TIMEOUT), and leaves no /dev/shm/qccl-* name behind (issue
+ * 14, items 7 and 8).
+ *
+ * One process, no qcclrun (it must kill its own ranks at chosen moments).
+ * Each round forks W ranks (W from 2 to 5, seeded); half the rounds join
+ * through a unique id made here, half through the launcher's environment
+ * (MASTER_ADDR/PORT: rank 0 holds the root listener then). A rank runs
+ * init, a split by parity, an AllReduce on the split (checked) and
+ * destroy, and writes its phase into a shared page. The driver kills one
+ * or two ranks (rank 0 in every third round) after a random delay drawn
+ * from [0, a measured round), notes the phase each victim was in,
+ * and requires every survivor to exit within SLACK seconds of the kill
+ * (QCCL_TIMEOUT is 60): with success when it finished before the
+ * failure touched it, else with an error. A survivor still running after
+ * SLACK seconds is the defect of issue 14 (3 of 16 runs waited the
+ * timeout). One case is exempt, as it is for every library of this kind: a
+ * victim killed before its hello reached the root cannot be told from a
+ * late rank, so the others wait for it until QCCL_TIMEOUT (likewise a
+ * rank that had not yet said hello when rank 0, the root of the
+ * environment flow, died). The ranks log (QCCL_DEBUG_SUBSYS=BOOT) when
+ * their hello is sent; such rounds are counted apart and their survivors
+ * killed. After each round no /dev/shm/qccl-<pid>-* of any rank may
+ * exist. Prints the seed, the kill points per phase and the slowest
+ * survivor; --rounds N (default 150), --seed S, --hosts H (rank r on
+ * host id r % H: the ranks of other hosts are reached through UCX).
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mr_util.h"
+#include "qccl.h"
+
+#define MAXW 5
+#define SLACK 5.0
+enum { PH_START, PH_INIT, PH_SPLIT, PH_WORK, PH_DONE, PH_NUM };
+static const char* const ph_names[PH_NUM] = {"before init", "init", "split", "allreduce", "done"};
+
+typedef struct {
+  volatile int phase[MAXW];
+} shared_t;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, (struct sockaddr*)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr*)&a, &len) != 0)
+    return 0;
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+static int rank_main(shared_t* sh, int rank, int w, const qcclUniqueId* id) {
+  qcclComm_t c, sub;
+  sh->phase[rank] = PH_INIT;
+  qcclResult_t r = id ? qcclCommInitRank(&c, w, *id, rank) : qcclCommInitFromEnv(&c);
+  if (r != qcclSuccess) return 2;
+  sh->phase[rank] = PH_SPLIT;
+  r = qcclCommSplit(c, rank % 2, rank, &sub, NULL);
+  if (r != qcclSuccess) return 3;
+  sh->phase[rank] = PH_WORK;
+  float x = 1;
+  r = qcclAllReduce(&x, &x, 1, qcclFloat32, qcclSum, sub, NULL);
+  if (r != qcclSuccess) return 4;
+  if (x != (float)((w + 1 - rank % 2) / 2)) return 5; /* ranks of my parity */
+  sh->phase[rank] = PH_DONE;
+  qcclCommDestroy(sub);
+  qcclCommDestroy(c);
+  return 0;
+}
+
+static char logdir[64];
+static int hosts = 1; /* --hosts H: rank r gets QCCL_HOST_ID killinit-<r % H> (UCX between) */
+
+/* 1 when rank pid had sent its hello to the root: its BOOT log line
+ * ("host:pid:tid qccl INFO [BOOT] ... sent its hello") is in one of the
+ * logs (a forked rank writes into the file its parent opened). */
+static int hello_sent(pid_t pid) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "grep -qs ':%d:.*sent its hello' %s/*.log", (int)pid, logdir);
+  return system(cmd) == 0;
+}
+
+typedef struct {
+  int kills[PH_NUM];
+  int rounds, failed_fast, succeeded, exempt;
+  double worst;
+} tally_t;
+
+/* One round; returns 0 when it held. kill_at < 0: no kill (measures). */
+static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvict, int v0,
+                     int split_kill, tally_t* t, double* took) {
+  qcclUniqueId id;
+  char port[16];
+  if (!env_flow) {
+    if (qcclGetUniqueId(&id) != qcclSuccess) {
+      fprintf(stderr, "qcclGetUniqueId: %s\n", qcclGetLastError(NULL));
+      return 1;
+    }
+  } else {
+    snprintf(port, sizeof port, "%d", free_port());
+  }
+  pid_t pids[MAXW];
+  for (int r = 0; r < w; r++) sh->phase[r] = PH_START;
+  double t0 = now();
+  for (int r = 0; r < w; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      if (env_flow) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", r);
+        setenv("RANK", v, 1);
+        snprintf(v, sizeof v, "%d", w);
+        setenv("WORLD_SIZE", v, 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", port, 1);
+      }
+      if (hosts > 1) {
+        char h[32];
+        snprintf(h, sizeof h, "killinit-%d", r % hosts);
+        setenv("QCCL_HOST_ID", h, 1);
+      }
+      _exit(rank_main(sh, r, w, env_flow ? NULL : &id));
+    }
+  }
+  int victim[2] = {-1, -1};
+  double killed = 0;
+  int exempt = 0;
+  if (kill_at >= 0) {
+    victim[0] = v0;
+    if (nvict > 1) victim[1] = (v0 + 1 + (int)(rnd() % (uint64_t)(w - 1))) % w;
+    if (split_kill) {
+      /* a third of the rounds aim at the split: wait for it, then a bit */
+      while (sh->phase[victim[0]] < PH_SPLIT && now() - t0 < 5.0) usleep(200);
+      double t1 = now();
+      while (now() - t1 < kill_at / 4) usleep(200);
+    } else {
+      while (now() - t0 < kill_at) usleep(500);
+    }
+    int sent[MAXW];
+    for (int r = 0; r < w; r++) sent[r] = -1;
+    for (int k = 0; k < nvict; k++) {
+      kill(pids[victim[k]], SIGSTOP); /* freeze it, then look */
+      sent[victim[k]] = hello_sent(pids[victim[k]]);
+      if (!sent[victim[k]]) exempt = 1;
+      if (env_flow && victim[k] == 0)
+        for (int r = 0; r < w; r++)
+          if (r != victim[0] && r != victim[1] && !hello_sent(pids[r])) exempt = 1;
+      if (!exempt) t->kills[sh->phase[victim[k]]]++;
+      kill(pids[victim[k]], SIGKILL);
+    }
+    killed = now();
+    if (exempt) t->exempt++;
+  }
+  int bad = 0;
+  int done[MAXW] = {0};
+  int left = w;
+  while (left > 0) {
+    for (int r = 0; r < w; r++) {
+      if (done[r]) continue;
+      int st;
+      pid_t p = waitpid(pids[r], &st, WNOHANG);
+      if (p != pids[r]) continue;
+      done[r] = 1;
+      left--;
+      int is_victim = r == victim[0] || r == victim[1];
+      if (is_victim) continue;
+      double after = now() - (kill_at >= 0 ? killed : t0);
+      int code = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+      if (code == 0)
+        t->succeeded++;
+      else if (kill_at >= 0 && code >= 2 && code <= 4)
+        t->failed_fast++;
+      else {
+        fprintf(stderr, "round %d: rank %d of %d exited with %d (5: wrong sum, >100 signal)\n",
+                t->rounds, r, w, code);
+        bad = 1;
+      }
+      if (kill_at >= 0 && !exempt && after > t->worst) t->worst = after;
+    }
+    if (left == 0) break;
+    double since = now() - (kill_at >= 0 ? killed : t0);
+    if (exempt && since > 0.3) {
+      for (int r = 0; r < w; r++)
+        if (!done[r]) kill(pids[r], SIGKILL);
+      for (int r = 0; r < w; r++)
+        if (!done[r]) waitpid(pids[r], NULL, 0);
+      break;
+    }
+    if (since > SLACK + (kill_at >= 0 ? 0 : 20)) {
+      for (int r = 0; r < w; r++)
+        if (!done[r]) {
+          fprintf(stderr,
+                  "round %d (%s flow, W=%d, killed rank %d%s at %.0f ms): rank %d still waits "
+                  "%.1f s after the kill (phase: %s)\n",
+                  t->rounds, env_flow ? "env" : "unique-id", w, victim[0],
+                  victim[1] >= 0 ? (victim[1] == 0   ? " and 0"
+                                    : victim[1] == 1 ? " and 1"
+                                    : victim[1] == 2 ? " and 2"
+                                    : victim[1] == 3 ? " and 3"
+                                                     : " and 4")
+                                 : "",
+                  kill_at * 1e3, r, since, ph_names[sh->phase[r]]);
+          if (getenv("MR_KILLINIT_GDB")) {
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "gdb -batch -p %d -ex 'thread apply all bt' 2>&1 | grep '^#'",
+                     (int)pids[r]);
+            if (system(cmd) != 0) fprintf(stderr, "(no stack)\n");
+          }
+          kill(pids[r], SIGKILL);
+          waitpid(pids[r], NULL, 0);
+          done[r] = 1;
+        }
+      bad = 1;
+      break;
+    }
+    usleep(1000);
+  }
+  *took = now() - t0;
+  int32_t p32[MAXW];
+  for (int r = 0; r < w; r++) p32[r] = (int32_t)pids[r];
+  char list[1024];
+  if (mr_shm_leftovers(p32, w, list, sizeof list)) {
+    fprintf(stderr, "round %d: left in /dev/shm: %s\n", t->rounds, list);
+    bad = 1;
+  }
+  t->rounds++;
+  return bad;
+}
+
+int main(int argc, char** argv) {
+  int rounds = 150;
+  uint64_t seed = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
+    if (strcmp(argv[i], "--hosts") == 0) hosts = atoi(argv[i + 1]);
+  }
+  if (seed == 0) seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
+  rng_state = seed | 1;
+  printf("mr_killinit: seed %llu (--seed to replay), %d rounds\n", (unsigned long long)seed,
+         rounds);
+  fflush(stdout);
+  setenv("QCCL_SOCKET_IFNAME", "lo", 1);
+  setenv("QCCL_TIMEOUT", "60", 1);
+  setenv("QCCL_SECRET", "mr-killinit", 1);
+  snprintf(logdir, sizeof logdir, "/tmp/mr_killinit.XXXXXX");
+  if (!mkdtemp(logdir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  char logpat[128];
+  snprintf(logpat, sizeof logpat, "%s/r-%%p.log", logdir);
+  setenv("QCCL_DEBUG", "INFO", 1);
+  setenv("QCCL_DEBUG_SUBSYS", "BOOT", 1);
+  setenv("QCCL_DEBUG_FILE", logpat, 1);
+  /* UCX logs a killed peer's refused connects as errors: expected here */
+  setenv("UCX_LOG_LEVEL", "fatal", 1);
+  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", 1);
+  shared_t* sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  tally_t t;
+  memset(&t, 0, sizeof t);
+  /* a round without a kill sets the scale of the delays */
+  double span = 0, took;
+  for (int k = 0; k < 2; k++) {
+    if (round_run(sh, 4, k, -1, 0, 0, 0, &t, &took)) {
+      fprintf(stderr, "mr_killinit: a round without a kill failed\n");
+      return 1;
+    }
+    if (took > span) span = took;
+  }
+  printf("mr_killinit: a round without a kill takes %.0f ms\n", span * 1e3);
+  fflush(stdout);
+  int bad = 0;
+  for (int i = 0; i < rounds; i++) {
+    int w = 2 + (int)(rnd() % (MAXW - 1));
+    int env_flow = i % 2;
+    int nvict = w > 2 && rnd() % 2 ? 2 : 1;
+    int v0 = i % 3 == 0 ? 0 : (int)(rnd() % (uint64_t)w);
+    double at = (double)(rnd() % 1000) / 1000.0 * span;
+    bad |= round_run(sh, w, env_flow, at, nvict, v0, i % 3 == 2, &t, &took);
+  }
+  printf("mr_killinit: kills by the victim's phase:");
+  for (int p = 0; p < PH_NUM; p++) printf(" %s %d;", ph_names[p], t.kills[p]);
+  printf(
+      "\nmr_killinit: survivors: %d failed with an error, %d finished first; slowest exit "
+      "%.0f ms after the kill; %d rounds exempt (a victim killed before its hello)\n",
+      t.failed_fast, t.succeeded, t.worst * 1e3, t.exempt);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", logdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", logdir);
+  if (t.kills[PH_INIT] + t.kills[PH_SPLIT] < rounds / 4) {
+    fprintf(stderr, "mr_killinit: too few kills inside init or split: the test is void\n");
+    bad = 1;
+  }
+  puts(bad ? "mr_killinit: FAILED" : "mr_killinit: ok");
+  return bad;
+}
