@@ -9,7 +9,7 @@ builddir=${1:-build}
 shift || true
 
 pkgs="meson ninja-build pkg-config gcc g++ libhwloc-dev hwloc libucx-dev iproute2 python3 clang-format
-  openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev libpmix-dev"
+  openmpi-bin libopenmpi-dev clang-14 libclang-rt-14-dev libpmix-dev libjansson-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -42,6 +42,8 @@ if [ -n "$slurm_missing" ]; then
       echo "setup: could not install$slurm_missing; the Slurm test (launch_slurm) will skip"
   fi
 fi
+# Python packages of the tests (safetensors read-back of ZeRO checkpoints)
+python3 -c "import safetensors.numpy" 2>/dev/null || python3 -m pip install -q safetensors numpy
 
 if [ ! -f "$builddir/build.ninja" ]; then
   meson setup "$builddir" --werror "$@"

@@ -52,7 +52,7 @@ meson test -C build --print-errorlogs --num-processes 2 > build/test-output.txt 
 tail -n 30 build/test-output.txt
 count build/meson-logs/testlog.json "release build"
 
-# sanitizer build: unit, multi-rank, codec, topology and ZeRO++ suites
+# sanitizer build: unit, multi-rank, codec, topology, ZeRO++ and ZeRO suites
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan --werror -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
     -Db_lundef=false -Dcuda=disabled > /dev/null
@@ -60,7 +60,7 @@ fi
 if ninja -C build-asan > build-asan-ninja.txt 2>&1; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite mr --suite engine \
-    --suite quant --suite topology --suite zeropp > build-asan/test-output.txt 2>&1
+    --suite quant --suite topology --suite zeropp --suite zero > build-asan/test-output.txt 2>&1
   tail -n 30 build-asan/test-output.txt
   count build-asan/meson-logs/testlog.json "sanitizer build"
 else
@@ -70,19 +70,25 @@ fi
 rm -f build-asan-ninja.txt
 
 # thread-sanitizer build: the engine suite (host streams, abort from another
-# thread), without UCX (its init trips TSan) and without CUDA; only what the
+# thread) and the ZeRO prefetch tests, without UCX (its init trips TSan) and without CUDA; only what the
 # suite runs is built
 if [ ! -f build-tsan/build.ninja ]; then
   meson setup build-tsan --werror -Dbuildtype=debugoptimized -Db_sanitize=thread \
     -Db_lundef=false -Dcuda=disabled -Ducx=disabled > /dev/null
 fi
 if ninja -C build-tsan tools/qcclrun tests/engine/eng_stream tests/engine/eng_fault \
-  > build-tsan-ninja.txt 2>&1; then
+  tests/zero/zero_train > build-tsan-ninja.txt 2>&1; then
   TSAN_OPTIONS=halt_on_error=1 \
     meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 --suite engine \
     > build-tsan/test-output.txt 2>&1
   tail -n 15 build-tsan/test-output.txt
   count build-tsan/meson-logs/testlog.json "thread-sanitizer build"
+  # the ZeRO engine's stage-3 prefetch (gathers queued on a host stream)
+  TSAN_OPTIONS=halt_on_error=1 \
+    meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes 2 --logbase zero \
+    zero_train_prefetch zero_train_prefetch_zeropp > build-tsan/test-output-zero.txt 2>&1
+  tail -n 8 build-tsan/test-output-zero.txt
+  count build-tsan/meson-logs/zero.json "thread-sanitizer build, ZeRO prefetch"
 else
   tail -n 40 build-tsan-ninja.txt
   echo "thread-sanitizer build: failed to build"; failed=$((failed + 1))

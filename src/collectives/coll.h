@@ -112,9 +112,10 @@ struct qcclComm {
   struct qcclComm* top;
   /* the agreement check of the user's calls (agree.c, QCCL_CHECK) */
   int check;
-  _Atomic int peers_told; /* comm_tell_peers ran */
-  uint64_t check_calls;   /* user's collectives checked so far */
-  uint64_t* check_recs;   /* the node's records of the call being checked */
+  _Atomic int peers_told;     /* comm_tell_peers ran */
+  uint64_t check_calls;       /* user's collectives checked so far */
+  uint64_t* check_recs;       /* the node's records of the call being checked */
+  struct stream* rail_stream; /* the two-level pipeline's network stages (hier_pipe.c) */
 };
 
 struct zero_op;

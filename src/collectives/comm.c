@@ -21,6 +21,7 @@
 #include "collectives/coll.h"
 #include "collectives/comm_topo.h"
 #include "collectives/engine.h"
+#include "core/stream.h"
 #include "core/env.h"
 #include "core/launch.h"
 #include "core/log.h"
@@ -118,6 +119,7 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   free(c->scratch[0]);
   free(c->scratch[1]);
   free(c->check_recs);
+  stream_destroy(c->rail_stream);
   zero_comm_free(c->zero);
   free(c);
 }

@@ -100,5 +100,5 @@ qcclResult_t hier_allgather(qcclComm_t comm, const coll_args_t* a) {
   coll_copy(h.out + (size_t)comm->rank * h.bytes, a->sendbuff, h.bytes);
   hier_pipe_ops_t ops = {&h, (int)((h.bytes + h.seg - 1) / h.seg), NULL, hier_ag_rail,
                          hier_ag_node};
-  return hier_pipe_run(&ops);
+  return hier_pipe_run(comm, &ops);
 }

@@ -176,7 +176,7 @@ qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a) {
     }
   }
   hier_pipe_ops_t ops = {&h, nsegs, hier_ar_pre, hier_ar_rail, hier_ar_post};
-  qcclResult_t res = hier_pipe_run(&ops);
+  qcclResult_t res = hier_pipe_run(comm, &ops);
   free(h.segs);
   return res;
 }

@@ -135,7 +135,7 @@ qcclResult_t hier_reducescatter(qcclComm_t comm, const coll_args_t* a) {
   }
   hier_pipe_ops_t ops = {&h, (int)((a->count + h.seg - 1) / h.seg), hier_rs_node, hier_rs_rail,
                          NULL};
-  qcclResult_t r = hier_pipe_run(&ops);
+  qcclResult_t r = hier_pipe_run(comm, &ops);
   free(h.wide);
   return r;
 }

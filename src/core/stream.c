@@ -131,6 +131,7 @@ static void* stream_main(void* arg) {
     pthread_mutex_unlock(&s->mu);
 
     err_clear();
+    void (*release)(stream_task_t*) = t->release; /* t may be gone once done */
     qcclResult_t r = t->run(t);
     char msg[QCCL_LAST_ERROR_BYTES];
     if (r != qcclSuccess) snprintf(msg, sizeof msg, "%s", err_last());
@@ -143,7 +144,7 @@ static void* stream_main(void* arg) {
     s->done++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    t->release(t); /* after done: an event stamped here finds the stream past it */
+    release(t); /* after done: an event stamped here finds the stream past it */
     pthread_mutex_lock(&s->mu);
   }
   pthread_mutex_unlock(&s->mu);
@@ -175,13 +176,27 @@ static qcclResult_t stream_result(stream_t* s) {
   return r;
 }
 
-/* ---- public: streams ------------------------------------------------------ */
+/* ---- streams --------------------------------------------------------------- */
 
-qcclResult_t qcclStreamCreate(qcclStream_t* stream) {
-  err_clear();
-  if (stream == NULL) return QCCL_ERR(qcclInvalidArgument, "qcclStreamCreate: stream is NULL");
+/* Runs what is queued, stops the thread, frees s; returns its first error
+ * (as the caller's last error). */
+static qcclResult_t stream_close(stream_t* s) {
+  pthread_mutex_lock(&s->mu);
+  s->closing = 1; /* the thread runs what is queued, then leaves */
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, NULL);
+  qcclResult_t r = stream_result(s);
+  s->magic = 0;
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+  return r;
+}
+
+qcclResult_t stream_create(int visible, stream_t** out) {
   stream_t* s = calloc(1, sizeof *s);
-  if (s == NULL) return QCCL_ERR(qcclSystemError, "qcclStreamCreate: out of memory");
+  if (s == NULL) return QCCL_ERR(qcclSystemError, "out of memory (a stream)");
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   s->magic = STREAM_MAGIC;
@@ -190,18 +205,41 @@ qcclResult_t qcclStreamCreate(qcclStream_t* stream) {
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
-    return QCCL_ERRNO(qcclSystemError, e, "qcclStreamCreate: pthread_create");
+    return QCCL_ERRNO(qcclSystemError, e, "pthread_create (a stream's thread)");
   }
-  qcclResult_t r = stream_table_add(s);
+  qcclResult_t r = visible ? stream_table_add(s) : qcclSuccess;
   if (r != qcclSuccess) {
-    pthread_mutex_lock(&s->mu);
-    s->closing = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
-    free(s);
+    stream_close(s);
     return r;
   }
+  *out = s;
+  return qcclSuccess;
+}
+
+void stream_destroy(stream_t* s) {
+  if (s) stream_close(s);
+}
+
+uint64_t stream_queued(stream_t* s) {
+  pthread_mutex_lock(&s->mu);
+  uint64_t n = s->queued;
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+void stream_wait(stream_t* s, uint64_t n) {
+  pthread_mutex_lock(&s->mu);
+  while (s->done < n) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- public: streams ------------------------------------------------------ */
+
+qcclResult_t qcclStreamCreate(qcclStream_t* stream) {
+  err_clear();
+  if (stream == NULL) return QCCL_ERR(qcclInvalidArgument, "qcclStreamCreate: stream is NULL");
+  stream_t* s;
+  QCCL_CHECK(stream_create(1, &s));
   QCCL_INFO(LOG_COLL, "host stream %p created", (void*)s);
   *stream = s;
   return qcclSuccess;
@@ -214,18 +252,7 @@ qcclResult_t qcclStreamDestroy(qcclStream_t stream) {
                     "qcclStreamDestroy: stream=%p is not a live host stream (made by "
                     "qcclStreamCreate and not destroyed)",
                     stream);
-  stream_t* s = stream;
-  pthread_mutex_lock(&s->mu);
-  s->closing = 1; /* the thread runs what is queued, then leaves */
-  pthread_cond_broadcast(&s->cv);
-  pthread_mutex_unlock(&s->mu);
-  pthread_join(s->thread, NULL);
-  qcclResult_t r = stream_result(s);
-  s->magic = 0;
-  pthread_cond_destroy(&s->cv);
-  pthread_mutex_destroy(&s->mu);
-  free(s);
-  return r;
+  return stream_close(stream);
 }
 
 qcclResult_t qcclStreamSynchronize(qcclStream_t stream) {

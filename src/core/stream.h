@@ -27,6 +27,20 @@ struct stream_task {
   stream_task_t* next;
 };
 
+/* Makes a stream (its thread sleeps until tasks come). visible: one the
+ * user named (qcclStreamCreate), found by stream_lookup; else internal. */
+qcclResult_t stream_create(int visible, stream_t** out);
+
+/* Runs what is queued, then frees s (an internal stream). */
+void stream_destroy(stream_t* s);
+
+/* Tasks queued on s so far. */
+uint64_t stream_queued(stream_t* s);
+
+/* Waits until the first n tasks queued on s are done (their release may
+ * still be running; it must not touch what the waiter frees). */
+void stream_wait(stream_t* s, uint64_t n);
+
 /* The live host stream at address p, or NULL if p is not one (NULL, a
  * destroyed stream, or a value of another kind such as a cudaStream_t). */
 stream_t* stream_lookup(const void* p);

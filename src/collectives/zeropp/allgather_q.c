@@ -126,7 +126,7 @@ static qcclResult_t agq_two_level(qcclComm_t comm, quant_isa_t isa, const quant_
   h.region = (size_t)comm->nranks * quant_chunk_bytes(p, count < h.seg ? count : h.seg);
   QCCL_CHECK(zero_scratch(comm, 0, h.region * (size_t)nsegs, (void**)&h.buf));
   hier_pipe_ops_t ops = {&h, nsegs, agq_pre, agq_rail, agq_post};
-  return hier_pipe_run(&ops);
+  return hier_pipe_run(comm, &ops);
 }
 
 qcclResult_t zero_allgather_q(qcclComm_t comm, const void* send, void* recv, size_t count,

@@ -288,7 +288,7 @@ static qcclResult_t rsq_two_level(const rsq_plan_t* pl, const char* send, char* 
     r = QCCL_ERR(qcclSystemError, "out of memory");
   } else {
     hier_pipe_ops_t ops = {&h, (int)((rc + pe - 1) / pe), rsq_pre, rsq_rail, rsq_post};
-    r = hier_pipe_run(&ops);
+    r = hier_pipe_run(pl->comm, &ops);
   }
   free(h.srcs);
   free(h.ops);
