@@ -18,10 +18,13 @@ def test_pip_install_target(tmp_path):
                        cwd=str(tmp_path), timeout=240)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (target / "qccl" / "libqccl.so").exists()
+    assert (target / "qccl" / "libqccl_zero.so").exists()
     code = ("import numpy as np, qccl; c = qccl.Comm.init_rank(1, qccl.get_unique_id(), 0);"
             "x = np.arange(4, dtype=np.float32); c.all_reduce(x); c.destroy();"
+            "import qccl.zero; qccl.zero._zlib();"
             "print(qccl.library_path); print(qccl.library_version())")
     env.pop("QCCL_LIBRARY", None)
+    env.pop("QCCL_ZERO_LIBRARY", None)
     env["PYTHONPATH"] = str(target)
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        cwd=str(tmp_path), timeout=120)
