@@ -103,6 +103,20 @@ def test_checkpoint_roundtrip(gloo, tmp_path_factory):
     assert after == again, (after, again)
 
 
+def test_prefetch(gloo):
+    """With overlap_comm, steps after the first serve gathers from the
+    prefetch of the order the first step recorded; the losses do not move."""
+    eng = engine(3)
+    plain, _ = run_zero(eng, gloo, data())
+    eng.destroy()
+    eng = engine(3, {"overlap_comm": True, "stage3_prefetch_bucket_size": 100000})
+    pre, _ = run_zero(eng, gloo, data())
+    info = eng.last_step
+    eng.destroy()
+    assert info["prefetched"] > 0, info
+    assert pre == plain, (pre, plain)
+
+
 def test_zeropp_switches(gloo):
     comm = qccl.torch.get_comm()
     eng = engine(3)
