@@ -33,7 +33,7 @@
 #include <stdlib.h>
 
 #include "collectives/coll.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 #include "core/dtype.h"
 #include "core/env.h"
 #include "qccl_config.h"
@@ -64,7 +64,7 @@ static uint64_t agree_spec(uint64_t h, const quant_params_t* q) {
 }
 
 /* The record of a plain call a, or of the ZeRO++ call z. */
-static void agree_record(const coll_args_t* a, const zero_op_t* z, uint64_t rec[3]) {
+static void agree_record(const coll_args_t* a, const zpp_op_t* z, uint64_t rec[3]) {
   int kind, root = -1;
   size_t count;
   qcclDataType_t dt;
@@ -157,7 +157,7 @@ void coll_wire_call(qcclComm_t comm, uint64_t call) {
 #endif
 }
 
-qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zero_op_t* z) {
+qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_op_t* z) {
   uint64_t rec[SHM_CHECK_WORDS];
   agree_record(a, z, rec);
   uint64_t c = comm->check_calls++;

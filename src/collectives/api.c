@@ -16,7 +16,7 @@
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 
 static const char* const coll_names[COLL_NUM_KINDS] = {
     "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",

@@ -98,7 +98,7 @@ struct qcclComm {
   void* scratch[2];
   size_t scratch_bytes[2];
   /* the ZeRO++ collectives' state (src/collectives/zeropp), made on first use */
-  struct zero_comm* zero;
+  struct zpp_comm* zero;
   /* the engine (engine.c): turns of the calls issued on this communicator
    * (seq_next issued, seq_done ended), references (the user's, one per call
    * issued and not ended), and the abort flag. Internal communicators (node,
@@ -118,13 +118,13 @@ struct qcclComm {
   struct stream* rail_stream; /* the two-level pipeline's network stages (hier_pipe.c) */
 };
 
-struct zero_op;
+struct zpp_op;
 
 /* QCCL_CHECK (agree.c): checks that every rank of the node makes the same
  * user's collective (a, or the ZeRO++ call z): call begin before running
  * it and end with its result after; either fails with qcclInvalidUsage on
  * every rank when they disagree. */
-qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const struct zero_op* z);
+qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const struct zpp_op* z);
 qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r);
 
 /* The call number the messages of comm (and of its rail) carry across
@@ -141,7 +141,7 @@ qcclResult_t coll_agree_init(qcclComm_t c);
 void comm_free(qcclComm_t c, int abort);
 
 /* Frees a communicator's ZeRO++ state (NULL allowed); src/collectives/zeropp. */
-void zero_comm_free(struct zero_comm* z);
+void zpp_comm_free(struct zpp_comm* z);
 
 /* Scratch buffer `which` (0 or 1) of at least bytes, owned by comm and
  * kept across calls. */

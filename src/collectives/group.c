@@ -5,7 +5,7 @@
  * as one batch, run in the order they were made. Consecutive sends and
  * receives form one step progressed together (p2p_run), so exchanges that
  * depend on each other (a ring shift, pipeline stages) cannot deadlock;
- * consecutive ZeRO++ calls are fused into buckets (zero_run_ops);
+ * consecutive ZeRO++ calls are fused into buckets (zpp_run_ops);
  * collectives run one after the other. Outside a group a call is a batch
  * of one.
  *
@@ -21,13 +21,13 @@
 #include <stdlib.h>
 
 #include "collectives/engine.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 #include "core/log.h"
 
 typedef struct {
   qcclComm_t comm;
   coll_args_t args;
-  zero_op_t* zq; /* a ZeRO++ call (src/collectives/zeropp), or NULL */
+  zpp_op_t* zq; /* a ZeRO++ call (src/collectives/zeropp), or NULL */
 } group_op_t;
 
 typedef struct {
@@ -47,12 +47,12 @@ static int group_is_p2p(const coll_args_t* a) {
 
 /* ---- running a batch (on the caller's thread or a stream's) ------------- */
 
-/* Runs the ZeRO++ calls [i, j) (zero_run_ops fuses what it can). */
+/* Runs the ZeRO++ calls [i, j) (zpp_run_ops fuses what it can). */
 static qcclResult_t group_run_zero(const group_op_t* ops, int i, int j) {
-  zero_op_t** zs = malloc(sizeof *zs * (size_t)(j - i));
+  zpp_op_t** zs = malloc(sizeof *zs * (size_t)(j - i));
   if (!zs) return QCCL_ERR(qcclSystemError, "out of memory running a group");
   for (int k = i; k < j; k++) zs[k - i] = ops[k].zq;
-  qcclResult_t r = zero_run_ops(zs, j - i);
+  qcclResult_t r = zpp_run_ops(zs, j - i);
   free(zs);
   return r;
 }
@@ -192,12 +192,12 @@ static qcclResult_t group_check_stream(stream_t* s) {
 }
 
 qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a, stream_t* s) {
-  if (zero_policy_applies(comm, a)) {
+  if (zpp_policy_applies(comm, a)) {
     /* quantized by a policy (QCCL_POLICY, qcclCommSetPolicy): issued as its
      * ZeRO++ call, which can join a bucket in a group */
-    zero_op_t zop;
-    qcclResult_t r = zero_policy_op(comm, a, &zop);
-    if (r != qcclSuccess) return zero_fail(comm, r);
+    zpp_op_t zop;
+    qcclResult_t r = zpp_policy_op(comm, a, &zop);
+    if (r != qcclSuccess) return zpp_fail(comm, r);
     zop.stream = s;
     return group_submit_zero(comm, &zop);
   }
@@ -214,15 +214,15 @@ qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a, stream_t* s) {
   return qcclSuccess;
 }
 
-qcclResult_t group_submit_zero(qcclComm_t comm, const zero_op_t* op) {
+qcclResult_t group_submit_zero(qcclComm_t comm, const zpp_op_t* op) {
   stream_t* s = op->stream;
   const coll_args_t none = {COLL_BARRIER, NULL, NULL, 0, qcclUint8, qcclSum, -1};
   if (group_depth == 0 && s == NULL) {
-    group_op_t one = {comm, none, (zero_op_t*)op};
+    group_op_t one = {comm, none, (zpp_op_t*)op};
     return group_exec(&one, 1, 0, NULL);
   }
   if (group_depth > 0) QCCL_CHECK(group_check_stream(s));
-  zero_op_t* zq = malloc(sizeof *zq);
+  zpp_op_t* zq = malloc(sizeof *zq);
   if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a call");
   *zq = *op;
   if (group_depth == 0) {

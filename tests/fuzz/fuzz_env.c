@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "collectives/algo_env.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 #include "core/env.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int i = 0; i < COLL_NUM_KINDS; i++)
     check(algo[i] >= COLL_ALGO_AUTO && algo[i] <= COLL_ALGO_HIER, "unknown algorithm", v);
   char msg[300];
-  zero_policy_check(v, msg, sizeof msg);
+  zpp_policy_check(v, msg, sizeof msg);
   (void)log_subsys_parse(v, NULL);
   err_clear();
   free(v);

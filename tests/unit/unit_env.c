@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "collectives/algo_env.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 #include "core/env.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -62,7 +62,7 @@ static void size_case(const char* v, int ok, int64_t want) {
 
 static void policy_case(const char* v, int ok) {
   char msg[300] = "";
-  int r = zero_policy_check(v, msg, sizeof msg);
+  int r = zpp_policy_check(v, msg, sizeof msg);
   EXPECT((r == 0) == ok, "QCCL_POLICY='%.80s': %d (%s)", v, r, msg);
   if (!ok) EXPECT(strstr(msg, "QCCL_POLICY") != NULL, "policy message '%s'", msg);
 }

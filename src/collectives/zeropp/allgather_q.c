@@ -23,7 +23,7 @@
 #include "collectives/hier_pipe.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 
 /* ---- two-level, pipelined (hosts of L > 1 ranks each, comm->rail) ----
  * The shard is cut into segments of whole blocks (8 x QCCL_ZERO_PIECE
@@ -115,7 +115,7 @@ static qcclResult_t agq_two_level(qcclComm_t comm, quant_isa_t isa, const quant_
   h.count = count;
   /* 8 pieces of qgZ (1 M elements by default), whole blocks */
   size_t piece;
-  QCCL_CHECK(zero_env_piece(&piece));
+  QCCL_CHECK(zpp_env_piece(&piece));
   h.seg = (8 * piece + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
   h.map = comm->rankmap;
   h.N = h.map->nnodes;
@@ -124,59 +124,59 @@ static qcclResult_t agq_two_level(qcclComm_t comm, quant_isa_t isa, const quant_
   h.me_local = h.map->local_rank[comm->rank];
   int nsegs = (int)((count + h.seg - 1) / h.seg);
   h.region = (size_t)comm->nranks * quant_chunk_bytes(p, count < h.seg ? count : h.seg);
-  QCCL_CHECK(zero_scratch(comm, 0, h.region * (size_t)nsegs, (void**)&h.buf));
+  QCCL_CHECK(zpp_scratch(comm, 0, h.region * (size_t)nsegs, (void**)&h.buf));
   hier_pipe_ops_t ops = {&h, nsegs, agq_pre, agq_rail, agq_post};
   return hier_pipe_run(comm, &ops);
 }
 
-qcclResult_t zero_allgather_q(qcclComm_t comm, const void* send, void* recv, size_t count,
-                              qcclDataType_t dt, const quant_params_t* q, struct qcclSecondary* sec,
-                              unsigned long long gen) {
+qcclResult_t zpp_allgather_q(qcclComm_t comm, const void* send, void* recv, size_t count,
+                             qcclDataType_t dt, const quant_params_t* q, struct qcclSecondary* sec,
+                             unsigned long long gen) {
   size_t w = (size_t)comm->nranks, es = dtype_size(dt), r = (size_t)comm->rank;
   if (q == NULL) {
     coll_args_t a = {COLL_ALLGATHER, send, recv, count, dt, qcclSum, -1};
     QCCL_CHECK(coll_run(comm, &a));
   } else {
     quant_isa_t isa;
-    QCCL_CHECK(zero_isa(&isa));
+    QCCL_CHECK(zpp_isa(&isa));
     quant_params_t p = *q;
     p.rank = (uint32_t)r;
     p.index0 = (uint64_t)r * count;
     if (comm->nnodes > 1 && comm->rail != NULL && comm->rankmap->equal) {
       QCCL_CHECK(agq_two_level(comm, isa, &p, send, recv, count, dt));
-      if (sec != NULL) QCCL_CHECK(zero_secondary_fill(sec, recv, gen));
+      if (sec != NULL) QCCL_CHECK(zpp_secondary_fill(sec, recv, gen));
       return qcclSuccess;
     }
     size_t cb = quant_chunk_bytes(&p, count);
     char* buf;
-    QCCL_CHECK(zero_scratch(comm, 0, cb * w, (void**)&buf));
+    QCCL_CHECK(zpp_scratch(comm, 0, cb * w, (void**)&buf));
     QCCL_CHECK(quant_quantize(isa, &p, send, dt, count, buf + r * cb));
     coll_args_t a = {COLL_ALLGATHER, buf + r * cb, buf, cb, qcclUint8, qcclSum, -1};
     QCCL_CHECK(coll_run(comm, &a));
     for (size_t j = 0; j < w; j++)
       QCCL_CHECK(quant_dequantize(isa, &p, buf + j * cb, count, dt, (char*)recv + j * count * es));
   }
-  if (sec != NULL) QCCL_CHECK(zero_secondary_fill(sec, recv, gen));
+  if (sec != NULL) QCCL_CHECK(zpp_secondary_fill(sec, recv, gen));
   return qcclSuccess;
 }
 
 /* Checks the arguments shared by the two gathers and fills op. */
-qcclResult_t zero_agq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t sendcount,
-                            qcclDataType_t datatype, const qcclQuantSpec_t* spec, int spec_optional,
-                            qcclComm_t comm, qcclStream_t stream, zero_op_t* op) {
+qcclResult_t zpp_agq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t sendcount,
+                           qcclDataType_t datatype, const qcclQuantSpec_t* spec, int spec_optional,
+                           qcclComm_t comm, qcclStream_t stream, zpp_op_t* op) {
   stream_t* st;
-  QCCL_CHECK(zero_check_comm(fn, comm, stream, &st));
-  QCCL_CHECK(zero_check_type(fn, datatype));
+  QCCL_CHECK(zpp_check_comm(fn, comm, stream, &st));
+  QCCL_CHECK(zpp_check_type(fn, datatype));
   QCCL_CHECK(
-      zero_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype)));
+      zpp_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype)));
   memset(op, 0, sizeof *op);
   op->stream = st;
   if (spec == NULL && spec_optional)
     op->plain = 1;
   else
-    QCCL_CHECK(zero_check_spec(fn, "spec", spec, &op->q1));
-  QCCL_CHECK(zero_check_buffers(fn, "sendcount", sendcount, sendbuff, recvbuff));
-  op->kind = ZERO_AGQ;
+    QCCL_CHECK(zpp_check_spec(fn, "spec", spec, &op->q1));
+  QCCL_CHECK(zpp_check_buffers(fn, "sendcount", sendcount, sendbuff, recvbuff));
+  op->kind = ZPP_AGQ;
   op->slot = qcclStatAllGatherQ;
   op->comm = comm;
   op->send = sendbuff;
@@ -191,10 +191,10 @@ qcclResult_t qcclAllGatherQ(const void* sendbuff, void* recvbuff, size_t sendcou
                             qcclDataType_t datatype, const qcclQuantSpec_t* spec, qcclComm_t comm,
                             qcclStream_t stream) {
   err_clear();
-  zero_op_t op;
-  qcclResult_t r = zero_agq_check("qcclAllGatherQ", sendbuff, recvbuff, sendcount, datatype, spec,
-                                  0, comm, stream, &op);
-  if (r != qcclSuccess) return zero_fail(comm, r);
+  zpp_op_t op;
+  qcclResult_t r = zpp_agq_check("qcclAllGatherQ", sendbuff, recvbuff, sendcount, datatype, spec, 0,
+                                 comm, stream, &op);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
   QCCL_TRACE(LOG_ZERO, "qcclAllGatherQ count %zu %s int%d b%d", sendcount, dtype_name(datatype),
              op.q1.bits, op.q1.block);
   return group_submit_zero(comm, &op);

@@ -13,21 +13,21 @@
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 
-qcclResult_t zero_allreduce_q(qcclComm_t comm, const void* send, void* recv, size_t count,
-                              qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
-                              const quant_params_t* inter, float* residual) {
+qcclResult_t zpp_allreduce_q(qcclComm_t comm, const void* send, void* recv, size_t count,
+                             qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
+                             const quant_params_t* inter, float* residual) {
   size_t w = (size_t)comm->nranks, es = dtype_size(dt);
   size_t rc = (count + w - 1) / w;
   char *in, *shard;
-  QCCL_CHECK(zero_scratch(comm, 4, w * rc * es, (void**)&in));
-  QCCL_CHECK(zero_scratch(comm, 5, rc * es, (void**)&shard));
+  QCCL_CHECK(zpp_scratch(comm, 4, w * rc * es, (void**)&in));
+  QCCL_CHECK(zpp_scratch(comm, 5, rc * es, (void**)&shard));
   memcpy(in, send, count * es);
   memset(in + count * es, 0, (w * rc - count) * es);
-  QCCL_CHECK(zero_reducescatter_q(comm, in, shard, rc, dt, op, intra, inter, residual));
-  if (w * rc == count) return zero_allgather_q(comm, shard, recv, rc, dt, inter, NULL, 0);
-  QCCL_CHECK(zero_allgather_q(comm, shard, in, rc, dt, inter, NULL, 0));
+  QCCL_CHECK(zpp_reducescatter_q(comm, in, shard, rc, dt, op, intra, inter, residual));
+  if (w * rc == count) return zpp_allgather_q(comm, shard, recv, rc, dt, inter, NULL, 0);
+  QCCL_CHECK(zpp_allgather_q(comm, shard, in, rc, dt, inter, NULL, 0));
   memcpy(recv, in, count * es);
   return qcclSuccess;
 }
@@ -37,11 +37,11 @@ qcclResult_t qcclAllReduceQ(const void* sendbuff, void* recvbuff, size_t count,
                             const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
                             qcclStream_t stream) {
   err_clear();
-  zero_op_t o;
-  qcclResult_t r = zero_rsq_check("qcclAllReduceQ", sendbuff, recvbuff, count, 0, datatype, op, cfg,
-                                  comm, stream, &o);
-  if (r != qcclSuccess) return zero_fail(comm, r);
-  o.kind = ZERO_ARQ;
+  zpp_op_t o;
+  qcclResult_t r = zpp_rsq_check("qcclAllReduceQ", sendbuff, recvbuff, count, 0, datatype, op, cfg,
+                                 comm, stream, &o);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
+  o.kind = ZPP_ARQ;
   o.slot = qcclStatAllReduceQ;
   return group_submit_zero(comm, &o);
 }

@@ -3,7 +3,7 @@
  * and qcclAllReduce calls that become their ZeRO++ counterparts without a
  * change in the caller (qcclCommSetPolicy, QCCL_POLICY).
  *
- * group.c asks zero_policy_applies of every plain call the user issues
+ * group.c asks zpp_policy_applies of every plain call the user issues
  * (the plain collectives that the quantized ones run inside go straight
  * to coll_run and are never asked); a call qualifies when its collective
  * has a policy (the communicator's, else
@@ -30,21 +30,21 @@
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/log.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 
-#define ZERO_PIECE_DEFAULT ((size_t)1 << 17)
+#define ZPP_PIECE_DEFAULT ((size_t)1 << 17)
 
 typedef struct {
   qcclResult_t err; /* QCCL_POLICY malformed: every policy lookup fails */
   char msg[256];
-  zero_policy_t policy[ZERO_POL_NUM];
+  zpp_policy_t policy[ZPP_POL_NUM];
   size_t piece;
-} zero_env_t;
+} zpp_env_t;
 
-static zero_env_t zero_env;
-static pthread_once_t zero_env_once = PTHREAD_ONCE_INIT;
+static zpp_env_t zpp_env;
+static pthread_once_t zpp_env_once = PTHREAD_ONCE_INIT;
 
-static const char* const pol_names[ZERO_POL_NUM] = {"allgather", "reducescatter", "allreduce"};
+static const char* const pol_names[ZPP_POL_NUM] = {"allgather", "reducescatter", "allreduce"};
 
 /* Sizes and numbers follow env.c's rule (decimal, K / M / G for sizes). */
 static int parse_size(const char* s, size_t* out) {
@@ -59,11 +59,11 @@ static int parse_u64(const char* s, int64_t lo, int64_t hi, int64_t* out) {
 }
 
 /* Parses one item "collective:token:..." into env->policy. */
-static int policy_parse_item(char* item, zero_env_t* env, const char* whole) {
+static int policy_parse_item(char* item, zpp_env_t* env, const char* whole) {
   char* save = NULL;
   char* name = strtok_r(item, ":", &save);
   int idx = -1;
-  for (int i = 0; name && i < ZERO_POL_NUM; i++)
+  for (int i = 0; name && i < ZPP_POL_NUM; i++)
     if (strcasecmp(name, pol_names[i]) == 0) idx = i;
   if (idx < 0) {
     snprintf(env->msg, sizeof env->msg,
@@ -111,7 +111,7 @@ static int policy_parse_item(char* item, zero_env_t* env, const char* whole) {
              whole, t, pol_names[idx]);
     return -1;
   }
-  zero_policy_t* p = &env->policy[idx];
+  zpp_policy_t* p = &env->policy[idx];
   if (quant_params_from_spec(&spec, &p->q) != qcclSuccess) {
     snprintf(env->msg, sizeof env->msg, "QCCL_POLICY='%s': %s: %s", whole, pol_names[idx],
              err_last());
@@ -128,25 +128,25 @@ static int policy_parse_item(char* item, zero_env_t* env, const char* whole) {
   return 0;
 }
 
-static void zero_policy_parse_text(const char* v, zero_env_t* env);
+static void zpp_policy_parse_text(const char* v, zpp_env_t* env);
 
-static void zero_env_parse(void) {
-  zero_env_t* env = &zero_env;
+static void zpp_env_parse(void) {
+  zpp_env_t* env = &zpp_env;
   int64_t piece;
-  if (env_get_int("QCCL_ZERO_PIECE", (int64_t)ZERO_PIECE_DEFAULT, 32, (int64_t)1 << 30, &piece) !=
+  if (env_get_int("QCCL_ZERO_PIECE", (int64_t)ZPP_PIECE_DEFAULT, 32, (int64_t)1 << 30, &piece) !=
       qcclSuccess) {
     snprintf(env->msg, sizeof env->msg, "%s", err_last());
     env->err = qcclInvalidArgument;
-    piece = (int64_t)ZERO_PIECE_DEFAULT;
+    piece = (int64_t)ZPP_PIECE_DEFAULT;
   }
   env->piece = (size_t)piece;
   const char* v = env_get("QCCL_POLICY");
   if (v == NULL || env->err != qcclSuccess) return;
-  zero_policy_parse_text(v, env);
+  zpp_policy_parse_text(v, env);
 }
 
 /* Parses the text of QCCL_POLICY into env (policies, or err and msg). */
-static void zero_policy_parse_text(const char* v, zero_env_t* env) {
+static void zpp_policy_parse_text(const char* v, zpp_env_t* env) {
   char buf[512];
   if (env_copy("QCCL_POLICY", v, buf, sizeof buf) != qcclSuccess) {
     snprintf(env->msg, sizeof env->msg, "%s", err_last());
@@ -158,29 +158,29 @@ static void zero_policy_parse_text(const char* v, zero_env_t* env) {
   for (char* item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     if (policy_parse_item(item, env, v) != 0) {
       env->err = qcclInvalidArgument;
-      for (int i = 0; i < ZERO_POL_NUM; i++) env->policy[i].set = 0;
+      for (int i = 0; i < ZPP_POL_NUM; i++) env->policy[i].set = 0;
       return;
     }
   }
 }
 
-int zero_policy_check(const char* text, char* msg, size_t len) {
-  zero_env_t* env = calloc(1, sizeof *env);
+int zpp_policy_check(const char* text, char* msg, size_t len) {
+  zpp_env_t* env = calloc(1, sizeof *env);
   if (!env) return -1;
-  zero_policy_parse_text(text, env);
+  zpp_policy_parse_text(text, env);
   int bad = env->err != qcclSuccess;
   if (bad && msg && len) snprintf(msg, len, "%s", env->msg);
   free(env);
   return bad ? -1 : 0;
 }
 
-static const zero_env_t* zero_env_get(void) {
-  pthread_once(&zero_env_once, zero_env_parse);
-  return &zero_env;
+static const zpp_env_t* zpp_env_get(void) {
+  pthread_once(&zpp_env_once, zpp_env_parse);
+  return &zpp_env;
 }
 
-qcclResult_t zero_env_piece(size_t* piece) {
-  const zero_env_t* env = zero_env_get();
+qcclResult_t zpp_env_piece(size_t* piece) {
+  const zpp_env_t* env = zpp_env_get();
   if (env->err != qcclSuccess) return QCCL_ERR(env->err, "%s", env->msg);
   *piece = env->piece;
   return qcclSuccess;
@@ -189,43 +189,43 @@ qcclResult_t zero_env_piece(size_t* piece) {
 static int policy_index(coll_kind_t kind) {
   switch (kind) {
     case COLL_ALLGATHER:
-      return ZERO_POL_AG;
+      return ZPP_POL_AG;
     case COLL_REDUCESCATTER:
-      return ZERO_POL_RS;
+      return ZPP_POL_RS;
     case COLL_ALLREDUCE:
-      return ZERO_POL_AR;
+      return ZPP_POL_AR;
     default:
       return -1;
   }
 }
 
 /* The policy in force for idx on comm (NULL: none). */
-static const zero_policy_t* policy_of(qcclComm_t comm, int idx) {
+static const zpp_policy_t* policy_of(qcclComm_t comm, int idx) {
   if (comm->zero != NULL && comm->zero->policy[idx].set != 0)
     return comm->zero->policy[idx].set > 0 ? &comm->zero->policy[idx] : NULL;
-  const zero_env_t* env = zero_env_get();
+  const zpp_env_t* env = zpp_env_get();
   return env->policy[idx].set > 0 ? &env->policy[idx] : NULL;
 }
 
-int zero_policy_applies(qcclComm_t comm, const coll_args_t* a) {
+int zpp_policy_applies(qcclComm_t comm, const coll_args_t* a) {
   int idx = policy_index(a->kind);
   if (idx < 0 || a->count == 0) return 0;
   qcclDataType_t t = a->datatype;
   if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16) return 0;
-  if (idx != ZERO_POL_AG && a->op != qcclSum && a->op != qcclAvg) return 0;
-  if (zero_env_get()->err != qcclSuccess) return 1; /* zero_policy_op reports it */
-  const zero_policy_t* p = policy_of(comm, idx);
+  if (idx != ZPP_POL_AG && a->op != qcclSum && a->op != qcclAvg) return 0;
+  if (zpp_env_get()->err != qcclSuccess) return 1; /* zpp_policy_op reports it */
+  const zpp_policy_t* p = policy_of(comm, idx);
   if (p == NULL) return 0;
-  size_t bytes = a->count * dtype_size(t) * (idx == ZERO_POL_AR ? 1 : (size_t)comm->nranks);
+  size_t bytes = a->count * dtype_size(t) * (idx == ZPP_POL_AR ? 1 : (size_t)comm->nranks);
   return bytes >= p->min_bytes;
 }
 
-qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op) {
-  const zero_env_t* env = zero_env_get();
+qcclResult_t zpp_policy_op(qcclComm_t comm, const coll_args_t* a, zpp_op_t* op) {
+  const zpp_env_t* env = zpp_env_get();
   if (env->err != qcclSuccess) return QCCL_ERR(env->err, "%s", env->msg);
   int idx = policy_index(a->kind);
-  const zero_policy_t* p = policy_of(comm, idx);
-  if (p == NULL) return QCCL_ERR(qcclInternalError, "zero_policy_op: no policy");
+  const zpp_policy_t* p = policy_of(comm, idx);
+  if (p == NULL) return QCCL_ERR(qcclInternalError, "zpp_policy_op: no policy");
   memset(op, 0, sizeof *op);
   op->comm = comm;
   op->send = a->sendbuff;
@@ -233,13 +233,13 @@ qcclResult_t zero_policy_op(qcclComm_t comm, const coll_args_t* a, zero_op_t* op
   op->count = a->count;
   op->dt = a->datatype;
   op->op = a->op;
-  if (idx == ZERO_POL_AG) {
-    op->kind = ZERO_AGQ;
+  if (idx == ZPP_POL_AG) {
+    op->kind = ZPP_AGQ;
     op->slot = qcclStatAllGatherQ;
     op->q1 = p->q;
   } else {
-    op->kind = idx == ZERO_POL_RS ? ZERO_RSQ : ZERO_ARQ;
-    op->slot = idx == ZERO_POL_RS ? qcclStatReduceScatterQ : qcclStatAllReduceQ;
+    op->kind = idx == ZPP_POL_RS ? ZPP_RSQ : ZPP_ARQ;
+    op->slot = idx == ZPP_POL_RS ? qcclStatReduceScatterQ : qcclStatAllReduceQ;
     op->q1 = p->qin;
     op->q2 = p->q;
   }
@@ -252,32 +252,32 @@ qcclResult_t qcclCommSetPolicy(qcclComm_t comm, qcclStatColl_t collective,
                                const qcclQuantSpec_t* spec, size_t minBytes) {
   static const char fn[] = "qcclCommSetPolicy";
   err_clear();
-  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
-  if (r != qcclSuccess) return zero_fail(comm, r);
-  int idx = collective == qcclStatAllGather       ? ZERO_POL_AG
-            : collective == qcclStatReduceScatter ? ZERO_POL_RS
-            : collective == qcclStatAllReduce     ? ZERO_POL_AR
+  qcclResult_t r = zpp_check_comm(fn, comm, NULL, NULL);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
+  int idx = collective == qcclStatAllGather       ? ZPP_POL_AG
+            : collective == qcclStatReduceScatter ? ZPP_POL_RS
+            : collective == qcclStatAllReduce     ? ZPP_POL_AR
                                                   : -1;
   if (idx < 0)
-    return zero_fail(comm, QCCL_ERR(qcclInvalidArgument,
-                                    "%s: collective=%d is not qcclStatAllGather, "
-                                    "qcclStatReduceScatter or qcclStatAllReduce",
-                                    fn, (int)collective));
-  zero_policy_t p;
+    return zpp_fail(comm, QCCL_ERR(qcclInvalidArgument,
+                                   "%s: collective=%d is not qcclStatAllGather, "
+                                   "qcclStatReduceScatter or qcclStatAllReduce",
+                                   fn, (int)collective));
+  zpp_policy_t p;
   memset(&p, 0, sizeof p);
   if (spec == NULL) {
     p.set = -1;
   } else {
-    r = zero_check_spec(fn, "spec", spec, &p.q);
-    if (r != qcclSuccess) return zero_fail(comm, r);
+    r = zpp_check_spec(fn, "spec", spec, &p.q);
+    if (r != qcclSuccess) return zpp_fail(comm, r);
     p.qin = p.q;
     p.qin.bits = 8;
     p.min_bytes = minBytes;
     p.set = 1;
   }
-  struct zero_comm* z = NULL;
-  r = zero_state(comm, &z);
-  if (r != qcclSuccess) return zero_fail(comm, r);
+  struct zpp_comm* z = NULL;
+  r = zpp_state(comm, &z);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
   z->policy[idx] = p;
   QCCL_INFO(LOG_ZERO, "policy: %s %s (int%d b%d) from %zu bytes", pol_names[idx],
             spec ? "quantized" : "plain", p.q.bits, p.q.block, minBytes);

@@ -46,7 +46,7 @@
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 
 typedef struct {
   qcclComm_t comm;
@@ -68,7 +68,7 @@ static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
   memset(pl, 0, sizeof *pl);
   const topo_rankmap_t* m = comm->rankmap;
   pl->comm = comm;
-  QCCL_CHECK(zero_isa(&pl->isa));
+  QCCL_CHECK(zpp_isa(&pl->isa));
   pl->two = comm->nnodes > 1 && m->equal;
   pl->p1 = *intra;
   pl->p2 = *inter;
@@ -108,7 +108,7 @@ static void rsq_plan_free(rsq_plan_t* pl) {
   free(pl->rail_peer);
 }
 
-size_t zero_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* inter) {
+size_t zpp_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* inter) {
   if (comm->nnodes <= 1 || !comm->rankmap->equal) return 0;
   return (size_t)comm->rankmap->nnodes * quant_coded_elems(inter, rc);
 }
@@ -150,7 +150,7 @@ static qcclResult_t rsq_one_level(const rsq_plan_t* pl, const char* send, char* 
   size_t es = dtype_size(dt), g = (size_t)pl->g;
   size_t c1max = quant_chunk_bytes(&pl->p1, rc < pe ? rc : pe);
   char* mem;
-  QCCL_CHECK(zero_scratch(pl->comm, 2, 2 * g * c1max + pe * sizeof(float), (void**)&mem));
+  QCCL_CHECK(zpp_scratch(pl->comm, 2, 2 * g * c1max + pe * sizeof(float), (void**)&mem));
   char *s1 = mem, *r1 = mem + g * c1max;
   float* acc = (float*)(mem + 2 * g * c1max);
   const char** chunks = malloc(sizeof *chunks * g);
@@ -272,7 +272,7 @@ static qcclResult_t rsq_two_level(const rsq_plan_t* pl, const char* send, char* 
   h.c2max = quant_chunk_bytes(&pl->p2, pmax);
   size_t b1 = g * ns * h.c1max, b2 = n * h.c2max;
   char* mem;
-  QCCL_CHECK(zero_scratch(pl->comm, 2, 2 * b1 + 4 * b2 + pmax * sizeof(float) + 64, (void**)&mem));
+  QCCL_CHECK(zpp_scratch(pl->comm, 2, 2 * b1 + 4 * b2 + pmax * sizeof(float) + 64, (void**)&mem));
   h.s1 = mem;
   h.r1 = h.s1 + b1;
   h.s2[0] = h.r1 + b1;
@@ -296,14 +296,14 @@ static qcclResult_t rsq_two_level(const rsq_plan_t* pl, const char* send, char* 
   return r;
 }
 
-qcclResult_t zero_reducescatter_q(qcclComm_t comm, const void* send, void* recv, size_t rc,
-                                  qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
-                                  const quant_params_t* inter, float* residual) {
+qcclResult_t zpp_reducescatter_q(qcclComm_t comm, const void* send, void* recv, size_t rc,
+                                 qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
+                                 const quant_params_t* inter, float* residual) {
   if (rc == 0) return qcclSuccess;
   rsq_plan_t pl;
   qcclResult_t r = rsq_plan(comm, intra, inter, &pl);
   size_t pe = 0;
-  if (r == qcclSuccess) r = zero_env_piece(&pe);
+  if (r == qcclSuccess) r = zpp_env_piece(&pe);
   if (r == qcclSuccess) {
     size_t b = (size_t)intra->block;
     pe = (pe + b - 1) / b * b; /* pieces hold whole blocks */
@@ -319,21 +319,21 @@ qcclResult_t zero_reducescatter_q(qcclComm_t comm, const void* send, void* recv,
 }
 
 /* The checks of the reductions' entry points; fills op. */
-qcclResult_t zero_rsq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
-                            int rs, qcclDataType_t datatype, qcclRedOp_t op,
-                            const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
-                            qcclStream_t stream, zero_op_t* o) {
+qcclResult_t zpp_rsq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
+                           int rs, qcclDataType_t datatype, qcclRedOp_t op,
+                           const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
+                           qcclStream_t stream, zpp_op_t* o) {
   const char* cname = rs ? "recvcount" : "count";
   stream_t* st;
-  QCCL_CHECK(zero_check_comm(fn, comm, stream, &st));
-  QCCL_CHECK(zero_check_type(fn, datatype));
-  QCCL_CHECK(zero_check_count(fn, cname, count, (size_t)comm->nranks, dtype_size(datatype)));
+  QCCL_CHECK(zpp_check_comm(fn, comm, stream, &st));
+  QCCL_CHECK(zpp_check_type(fn, datatype));
+  QCCL_CHECK(zpp_check_count(fn, cname, count, (size_t)comm->nranks, dtype_size(datatype)));
   if (op != qcclSum && op != qcclAvg)
     return QCCL_ERR(qcclInvalidArgument, "%s: op=%d is not qcclSum or qcclAvg", fn, (int)op);
   memset(o, 0, sizeof *o);
   o->stream = st;
-  QCCL_CHECK(zero_check_cfg(fn, cfg, &o->q1, &o->q2));
-  QCCL_CHECK(zero_check_buffers(fn, cname, count, sendbuff, recvbuff));
+  QCCL_CHECK(zpp_check_cfg(fn, cfg, &o->q1, &o->q2));
+  QCCL_CHECK(zpp_check_buffers(fn, cname, count, sendbuff, recvbuff));
   o->comm = comm;
   o->send = sendbuff;
   o->recv = recvbuff;
@@ -346,7 +346,7 @@ qcclResult_t zero_rsq_check(const char* fn, const void* sendbuff, void* recvbuff
     o->residual = cfg->residual;
     o->residual_count = cfg->residualCount;
     o->residual_tag = cfg->residualTag;
-    size_t need = zero_rsq_residual_count(comm, rc, &o->q2);
+    size_t need = zpp_rsq_residual_count(comm, rc, &o->q2);
     if (cfg->residual != NULL && cfg->residualCount != need)
       return QCCL_ERR(qcclInvalidArgument,
                       "%s: cfg->residualCount=%zu is not the %zu floats this call needs "
@@ -361,11 +361,11 @@ qcclResult_t qcclReduceScatterQ(const void* sendbuff, void* recvbuff, size_t rec
                                 const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
                                 qcclStream_t stream) {
   err_clear();
-  zero_op_t o;
-  qcclResult_t r = zero_rsq_check("qcclReduceScatterQ", sendbuff, recvbuff, recvcount, 1, datatype,
-                                  op, cfg, comm, stream, &o);
-  if (r != qcclSuccess) return zero_fail(comm, r);
-  o.kind = ZERO_RSQ;
+  zpp_op_t o;
+  qcclResult_t r = zpp_rsq_check("qcclReduceScatterQ", sendbuff, recvbuff, recvcount, 1, datatype,
+                                 op, cfg, comm, stream, &o);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
+  o.kind = ZPP_RSQ;
   o.slot = qcclStatReduceScatterQ;
   return group_submit_zero(comm, &o);
 }
@@ -375,10 +375,10 @@ qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,
   static const char fn[] = "qcclReduceScatterQResidualCount";
   err_clear();
   quant_params_t intra, inter;
-  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
-  if (r == qcclSuccess) r = zero_check_cfg(fn, cfg, &intra, &inter);
+  qcclResult_t r = zpp_check_comm(fn, comm, NULL, NULL);
+  if (r == qcclSuccess) r = zpp_check_cfg(fn, cfg, &intra, &inter);
   if (r == qcclSuccess && count == NULL) r = QCCL_ERR(qcclInvalidArgument, "%s: count is NULL", fn);
-  if (r != qcclSuccess) return zero_fail(comm, r);
-  *count = zero_rsq_residual_count(comm, recvcount, &inter);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
+  *count = zpp_rsq_residual_count(comm, recvcount, &inter);
   return qcclSuccess;
 }

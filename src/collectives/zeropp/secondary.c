@@ -24,7 +24,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "collectives/engine.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 
 #define SEC_MAGIC 0x5345434fu          /* "SECO" */
 #define SEC_FULL 0x66756c6c5f736563ull /* a filled shard */
@@ -58,19 +58,19 @@ qcclResult_t qcclSecondaryCreate(qcclComm_t comm, size_t sendcount, qcclDataType
                                  const qcclQuantSpec_t* storage, qcclSecondary_t* secondary) {
   static const char fn[] = "qcclSecondaryCreate";
   err_clear();
-  qcclResult_t r = zero_check_comm(fn, comm, NULL, NULL);
-  if (r == qcclSuccess) r = zero_check_type(fn, datatype);
+  qcclResult_t r = zpp_check_comm(fn, comm, NULL, NULL);
+  if (r == qcclSuccess) r = zpp_check_type(fn, datatype);
   if (r == qcclSuccess)
-    r = zero_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype));
+    r = zpp_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype));
   quant_params_t sp;
   memset(&sp, 0, sizeof sp);
-  if (r == qcclSuccess && storage != NULL) r = zero_check_spec(fn, "storage", storage, &sp);
+  if (r == qcclSuccess && storage != NULL) r = zpp_check_spec(fn, "storage", storage, &sp);
   if (r == qcclSuccess && secondary == NULL)
     r = QCCL_ERR(qcclInvalidArgument, "%s: secondary is NULL", fn);
-  if (r != qcclSuccess) return zero_fail(comm, r);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
   qcclComm_t node = sec_node(comm);
   struct qcclSecondary* s = calloc(1, sizeof *s);
-  if (!s) return zero_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory", fn));
+  if (!s) return zpp_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory", fn));
   s->magic = SEC_MAGIC;
   s->comm = comm;
   s->sendcount = sendcount;
@@ -87,7 +87,7 @@ qcclResult_t qcclSecondaryCreate(qcclComm_t comm, size_t sendcount, qcclDataType
   if (!s->rec) {
     size_t bytes = s->payload;
     free(s);
-    return zero_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory (%zu bytes)", fn, bytes));
+    return zpp_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory (%zu bytes)", fn, bytes));
   }
   QCCL_INFO(LOG_ZERO, "secondary shard: %zu of %zu elements (local %d of %d)%s", s->part, s->total,
             s->local, s->nlocal, s->quant ? ", quantized" : "");
@@ -95,8 +95,8 @@ qcclResult_t qcclSecondaryCreate(qcclComm_t comm, size_t sendcount, qcclDataType
   return qcclSuccess;
 }
 
-qcclResult_t zero_secondary_fill(struct qcclSecondary* s, const void* gathered,
-                                 unsigned long long gen) {
+qcclResult_t zpp_secondary_fill(struct qcclSecondary* s, const void* gathered,
+                                unsigned long long gen) {
   size_t es = dtype_size(s->dt);
   size_t lo = (size_t)s->local * s->part;
   size_t m = lo < s->total ? s->total - lo : 0;
@@ -109,11 +109,11 @@ qcclResult_t zero_secondary_fill(struct qcclSecondary* s, const void* gathered,
     memset(data + m * es, 0, (s->part - m) * es);
   } else {
     char* tmp;
-    QCCL_CHECK(zero_scratch(s->comm, 3, s->part * es, (void**)&tmp));
+    QCCL_CHECK(zpp_scratch(s->comm, 3, s->part * es, (void**)&tmp));
     memcpy(tmp, (const char*)gathered + lo * es, m * es);
     memset(tmp + m * es, 0, (s->part - m) * es);
     quant_isa_t isa;
-    QCCL_CHECK(zero_isa(&isa));
+    QCCL_CHECK(zpp_isa(&isa));
     quant_params_t p = s->sp;
     p.rank = (uint32_t)s->comm->rank;
     p.index0 = lo;
@@ -138,9 +138,9 @@ qcclResult_t qcclAllGatherQSecondary(const void* sendbuff, void* recvbuff, size_
                                      qcclComm_t comm, qcclStream_t stream) {
   static const char fn[] = "qcclAllGatherQSecondary";
   err_clear();
-  zero_op_t op;
+  zpp_op_t op;
   qcclResult_t r =
-      zero_agq_check(fn, sendbuff, recvbuff, sendcount, datatype, spec, 1, comm, stream, &op);
+      zpp_agq_check(fn, sendbuff, recvbuff, sendcount, datatype, spec, 1, comm, stream, &op);
   if (r == qcclSuccess) r = sec_check(fn, secondary);
   if (r == qcclSuccess && secondary->comm != comm)
     r = QCCL_ERR(qcclInvalidArgument, "%s: secondary was made for another communicator", fn);
@@ -148,7 +148,7 @@ qcclResult_t qcclAllGatherQSecondary(const void* sendbuff, void* recvbuff, size_
     r = QCCL_ERR(qcclInvalidArgument,
                  "%s: sendcount=%zu / datatype=%s differ from the secondary shard's (%zu / %s)", fn,
                  sendcount, dtype_name(datatype), secondary->sendcount, dtype_name(secondary->dt));
-  if (r != qcclSuccess) return zero_fail(comm, r);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
   op.sec = secondary;
   op.gen = generation;
   if (sendcount == 0) {
@@ -176,15 +176,15 @@ qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
   struct qcclSecondary* s = secondary;
   qcclComm_t comm = s->comm;
   stream_t* st = NULL;
-  qcclResult_t r = zero_check_comm(fn, comm, stream, &st);
+  qcclResult_t r = zpp_check_comm(fn, comm, stream, &st);
   if (r == qcclSuccess && s->total > 0 && recvbuff == NULL)
     r = QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with %zu elements to gather", fn,
                  s->total);
-  if (r != qcclSuccess) return zero_fail(comm, r);
+  if (r != qcclSuccess) return zpp_fail(comm, r);
   sec_gather_t one = {s, recvbuff, generation}, *arg = &one;
   if (st != NULL) {
     if ((arg = malloc(sizeof *arg)) == NULL)
-      return zero_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory", fn));
+      return zpp_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory", fn));
     *arg = one;
   }
   return engine_submit(&comm, 1, st, sec_gather_run, arg, free);
@@ -215,7 +215,7 @@ static qcclResult_t sec_gather_run(void* argp) {
   /* 1. the headers: every rank checks every shard of the node, so all
    * fail alike, before any data moves */
   sec_header_t* hdr;
-  r = zero_scratch(comm, 1, L * sizeof *hdr, (void**)&hdr);
+  r = zpp_scratch(comm, 1, L * sizeof *hdr, (void**)&hdr);
   if (r != qcclSuccess) goto done;
   memcpy(&hdr[s->local], s->rec, sizeof *hdr);
   coll_args_t ah = {COLL_ALLGATHER, &hdr[s->local], hdr, sizeof *hdr, qcclUint8, qcclSum, -1};
@@ -248,7 +248,7 @@ static qcclResult_t sec_gather_run(void* argp) {
     r = coll_run(node, &a);
     goto done;
   }
-  r = zero_scratch(comm, 4, L * data, (void**)&all);
+  r = zpp_scratch(comm, 4, L * data, (void**)&all);
   if (r != qcclSuccess) goto done;
   memcpy(all + (size_t)s->local * data, s->rec + SEC_HEADER, data);
   coll_args_t a = {
@@ -256,7 +256,7 @@ static qcclResult_t sec_gather_run(void* argp) {
   r = coll_run(node, &a);
   if (r != qcclSuccess) goto done;
   quant_isa_t isa;
-  if (s->quant && (r = zero_isa(&isa)) != qcclSuccess) goto done;
+  if (s->quant && (r = zpp_isa(&isa)) != qcclSuccess) goto done;
   char* tmp = NULL;
   for (size_t k = 0; k < L; k++) {
     size_t lo = k * s->part;
@@ -270,7 +270,7 @@ static qcclResult_t sec_gather_run(void* argp) {
     } else if (m == s->part) {
       r = quant_dequantize(isa, &s->sp, src, s->part, s->dt, out);
     } else {
-      if (tmp == NULL && (r = zero_scratch(comm, 3, s->part * es, (void**)&tmp)) != qcclSuccess)
+      if (tmp == NULL && (r = zpp_scratch(comm, 3, s->part * es, (void**)&tmp)) != qcclSuccess)
         goto done;
       r = quant_dequantize(isa, &s->sp, src, s->part, s->dt, tmp);
       memcpy(out, tmp, m * es);
@@ -279,7 +279,7 @@ static qcclResult_t sec_gather_run(void* argp) {
   }
 done:
   coll_stats_leave(comm, prev);
-  return zero_fail(comm, r);
+  return zpp_fail(comm, r);
 }
 
 qcclResult_t qcclSecondaryInvalidate(qcclSecondary_t secondary) {

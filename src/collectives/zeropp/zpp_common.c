@@ -1,5 +1,5 @@
 /*
- * zero_common.c - what the ZeRO++ collectives share: the per-communicator
+ * zpp_common.c - what the ZeRO++ collectives share: the per-communicator
  * state (rank map, policy, comm-owned residuals, scratch), the argument
  * checks of the entry points, and the runner of a call or of a bucket of
  * calls.
@@ -20,23 +20,23 @@
 #include "collectives/engine.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "collectives/zeropp/zero.h"
+#include "collectives/zeropp/zpp.h"
 
-void zero_comm_free(struct zero_comm* z) {
+void zpp_comm_free(struct zpp_comm* z) {
   if (z == NULL) return;
-  for (zero_residual_t* r = z->residuals; r;) {
-    zero_residual_t* next = r->next;
+  for (zpp_residual_t* r = z->residuals; r;) {
+    zpp_residual_t* next = r->next;
     free(r->buf);
     free(r);
     r = next;
   }
-  for (int i = 0; i < ZERO_NSCRATCH; i++) free(z->scratch[i]);
+  for (int i = 0; i < ZPP_NSCRATCH; i++) free(z->scratch[i]);
   free(z);
 }
 
-qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
+qcclResult_t zpp_state(qcclComm_t comm, struct zpp_comm** out) {
   if (comm->zero == NULL) {
-    struct zero_comm* z = calloc(1, sizeof *z);
+    struct zpp_comm* z = calloc(1, sizeof *z);
     if (!z) return QCCL_ERR(qcclSystemError, "out of memory");
     comm->zero = z;
   }
@@ -44,9 +44,9 @@ qcclResult_t zero_state(qcclComm_t comm, struct zero_comm** out) {
   return qcclSuccess;
 }
 
-qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) {
-  struct zero_comm* z = NULL;
-  QCCL_CHECK(zero_state(comm, &z));
+qcclResult_t zpp_scratch(qcclComm_t comm, int which, size_t bytes, void** out) {
+  struct zpp_comm* z = NULL;
+  QCCL_CHECK(zpp_state(comm, &z));
   if (bytes == 0) bytes = 1;
   if (bytes > z->scratch_bytes[which]) {
     free(z->scratch[which]);
@@ -61,10 +61,10 @@ qcclResult_t zero_scratch(qcclComm_t comm, int which, size_t bytes, void** out) 
   return qcclSuccess;
 }
 
-qcclResult_t zero_residual(qcclComm_t comm, int tag, size_t count, float** out) {
-  struct zero_comm* z = NULL;
-  QCCL_CHECK(zero_state(comm, &z));
-  zero_residual_t* r = z->residuals;
+qcclResult_t zpp_residual(qcclComm_t comm, int tag, size_t count, float** out) {
+  struct zpp_comm* z = NULL;
+  QCCL_CHECK(zpp_state(comm, &z));
+  zpp_residual_t* r = z->residuals;
   while (r && r->tag != tag) r = r->next;
   if (r == NULL) {
     r = calloc(1, sizeof *r);
@@ -86,13 +86,13 @@ qcclResult_t zero_residual(qcclComm_t comm, int tag, size_t count, float** out) 
   return qcclSuccess;
 }
 
-qcclResult_t zero_isa(quant_isa_t* isa) {
+qcclResult_t zpp_isa(quant_isa_t* isa) {
   return quant_isa_default(isa);
 }
 
 /* ---- checks ---- */
 
-qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s) {
+qcclResult_t zpp_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s) {
   if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: comm is NULL", fn);
   if (comm->magic != COMM_MAGIC)
     return QCCL_ERR(qcclInvalidArgument, "%s: comm is not a live communicator", fn);
@@ -106,23 +106,23 @@ qcclResult_t zero_check_comm(const char* fn, qcclComm_t comm, qcclStream_t strea
   return engine_stream_arg(fn, stream, s);
 }
 
-qcclResult_t zero_check_type(const char* fn, qcclDataType_t t) {
+qcclResult_t zpp_check_type(const char* fn, qcclDataType_t t) {
   if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16)
     return QCCL_ERR(qcclInvalidArgument,
                     "%s: datatype=%d is not qcclFloat32, qcclFloat16 or qcclBfloat16", fn, (int)t);
   return qcclSuccess;
 }
 
-qcclResult_t zero_check_count(const char* fn, const char* what, size_t count, size_t factor,
-                              size_t es) {
+qcclResult_t zpp_check_count(const char* fn, const char* what, size_t count, size_t factor,
+                             size_t es) {
   if (count > QUANT_MAX_COUNT / factor || count * factor > (size_t)PTRDIFF_MAX / es)
     return QCCL_ERR(qcclInvalidArgument, "%s: %s=%zu overflows the buffer size (x %zu x %zu bytes)",
                     fn, what, count, factor, es);
   return qcclSuccess;
 }
 
-qcclResult_t zero_check_buffers(const char* fn, const char* what, size_t count,
-                                const void* sendbuff, const void* recvbuff) {
+qcclResult_t zpp_check_buffers(const char* fn, const char* what, size_t count, const void* sendbuff,
+                               const void* recvbuff) {
   if (count > 0 && sendbuff == NULL)
     return QCCL_ERR(qcclInvalidArgument, "%s: sendbuff is NULL with %s=%zu", fn, what, count);
   if (count > 0 && recvbuff == NULL)
@@ -130,8 +130,8 @@ qcclResult_t zero_check_buffers(const char* fn, const char* what, size_t count,
   return qcclSuccess;
 }
 
-qcclResult_t zero_check_spec(const char* fn, const char* what, const qcclQuantSpec_t* spec,
-                             quant_params_t* p) {
+qcclResult_t zpp_check_spec(const char* fn, const char* what, const qcclQuantSpec_t* spec,
+                            quant_params_t* p) {
   if (spec == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: %s is NULL", fn, what);
   qcclResult_t r = quant_params_from_spec(spec, p);
   if (r != qcclSuccess) {
@@ -144,8 +144,8 @@ qcclResult_t zero_check_spec(const char* fn, const char* what, const qcclQuantSp
   return qcclSuccess;
 }
 
-qcclResult_t zero_check_cfg(const char* fn, const qcclReduceScatterQConfig_t* cfg,
-                            quant_params_t* intra, quant_params_t* inter) {
+qcclResult_t zpp_check_cfg(const char* fn, const qcclReduceScatterQConfig_t* cfg,
+                           quant_params_t* intra, quant_params_t* inter) {
   static const qcclReduceScatterQConfig_t def = QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER;
   if (cfg == NULL) cfg = &def;
   if (cfg->size != sizeof(qcclReduceScatterQConfig_t) ||
@@ -154,8 +154,8 @@ qcclResult_t zero_check_cfg(const char* fn, const qcclReduceScatterQConfig_t* cf
                     "%s: cfg has a wrong size, magic or version: "
                     "start from QCCL_REDUCESCATTERQ_CONFIG_INITIALIZER",
                     fn);
-  QCCL_CHECK(zero_check_spec(fn, "cfg->intra", &cfg->intra, intra));
-  QCCL_CHECK(zero_check_spec(fn, "cfg->inter", &cfg->inter, inter));
+  QCCL_CHECK(zpp_check_spec(fn, "cfg->intra", &cfg->intra, intra));
+  QCCL_CHECK(zpp_check_spec(fn, "cfg->inter", &cfg->inter, inter));
   if (intra->block != inter->block)
     return QCCL_ERR(qcclInvalidArgument,
                     "%s: cfg->inter.block=%d differs from cfg->intra.block=%d (the hops must share "
@@ -172,7 +172,7 @@ qcclResult_t zero_check_cfg(const char* fn, const qcclReduceScatterQConfig_t* cf
   return qcclSuccess;
 }
 
-qcclResult_t zero_fail(qcclComm_t comm, qcclResult_t r) {
+qcclResult_t zpp_fail(qcclComm_t comm, qcclResult_t r) {
   if (r == qcclSuccess) return r;
   if (comm != NULL && comm->magic == COMM_MAGIC) {
     if (r == comm->async_error && r != qcclInvalidArgument && r != qcclInvalidUsage) {
@@ -186,85 +186,84 @@ qcclResult_t zero_fail(qcclComm_t comm, qcclResult_t r) {
 
 /* ---- running calls ---- */
 
-qcclResult_t zero_run_one(const zero_op_t* op) {
+qcclResult_t zpp_run_one(const zpp_op_t* op) {
   qcclComm_t comm = op->comm;
   int prev = coll_stats_enter(comm, op->slot);
   qcclResult_t r = qcclSuccess;
   float* residual = NULL;
   if (op->count == 0) goto done;
-  if ((op->kind == ZERO_RSQ || op->kind == ZERO_ARQ) && op->ef) {
-    size_t rc = op->kind == ZERO_RSQ
-                    ? op->count
-                    : (op->count + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
-    size_t need = zero_rsq_residual_count(comm, rc, &op->q2);
+  if ((op->kind == ZPP_RSQ || op->kind == ZPP_ARQ) && op->ef) {
+    size_t rc = op->kind == ZPP_RSQ ? op->count
+                                    : (op->count + (size_t)comm->nranks - 1) / (size_t)comm->nranks;
+    size_t need = zpp_rsq_residual_count(comm, rc, &op->q2);
     if (need == 0) {
       QCCL_INFO(LOG_ZERO, "error feedback: no inter-node hop on this communicator (ignored)");
     } else if (op->residual) {
       residual = op->residual;
     } else {
-      r = zero_residual(comm, op->residual_tag, need, &residual);
+      r = zpp_residual(comm, op->residual_tag, need, &residual);
       if (r != qcclSuccess) goto done;
     }
   }
   switch (op->kind) {
-    case ZERO_AGQ:
-      r = zero_allgather_q(comm, op->send, op->recv, op->count, op->dt, op->plain ? NULL : &op->q1,
-                           op->sec, op->gen);
+    case ZPP_AGQ:
+      r = zpp_allgather_q(comm, op->send, op->recv, op->count, op->dt, op->plain ? NULL : &op->q1,
+                          op->sec, op->gen);
       break;
-    case ZERO_RSQ:
-      r = zero_reducescatter_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1,
-                               &op->q2, residual);
+    case ZPP_RSQ:
+      r = zpp_reducescatter_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1, &op->q2,
+                              residual);
       break;
-    case ZERO_ARQ:
-      r = zero_allreduce_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1, &op->q2,
-                           residual);
+    case ZPP_ARQ:
+      r = zpp_allreduce_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1, &op->q2,
+                          residual);
       break;
   }
 done:
   coll_stats_leave(comm, prev);
-  return zero_fail(comm, r);
+  return zpp_fail(comm, r);
 }
 
-static int zero_params_equal(const quant_params_t* a, const quant_params_t* b) {
+static int zpp_params_equal(const quant_params_t* a, const quant_params_t* b) {
   return a->bits == b->bits && a->block == b->block && a->asym == b->asym &&
          a->stochastic == b->stochastic && a->rotate == b->rotate && a->seed == b->seed;
 }
 
-static int zero_fusable(const zero_op_t* a, const zero_op_t* b) {
+static int zpp_fusable(const zpp_op_t* a, const zpp_op_t* b) {
   if (a->comm != b->comm || a->kind != b->kind || a->dt != b->dt || a->slot != b->slot) return 0;
-  if (a->kind == ZERO_ARQ || a->ef || b->ef || a->sec || b->sec || a->plain || b->plain) return 0;
-  if (a->kind == ZERO_RSQ && (a->op != b->op || !zero_params_equal(&a->q2, &b->q2))) return 0;
-  return zero_params_equal(&a->q1, &b->q1);
+  if (a->kind == ZPP_ARQ || a->ef || b->ef || a->sec || b->sec || a->plain || b->plain) return 0;
+  if (a->kind == ZPP_RSQ && (a->op != b->op || !zpp_params_equal(&a->q2, &b->q2))) return 0;
+  return zpp_params_equal(&a->q1, &b->q1);
 }
 
 /* Runs ops[0..n) (all fusable) as one call. */
-static qcclResult_t zero_run_bucket(zero_op_t* const* ops, int n) {
-  if (n == 1) return zero_run_one(ops[0]);
-  const zero_op_t* o = ops[0];
+static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
+  if (n == 1) return zpp_run_one(ops[0]);
+  const zpp_op_t* o = ops[0];
   qcclComm_t comm = o->comm;
   size_t w = (size_t)comm->nranks, es = dtype_size(o->dt), total = 0;
   for (int i = 0; i < n; i++) total += ops[i]->count;
   QCCL_INFO(LOG_ZERO, "group: %d %s calls fused into one bucket of %zu elements per rank", n,
-            o->kind == ZERO_AGQ ? "AllGatherQ" : "ReduceScatterQ", total);
+            o->kind == ZPP_AGQ ? "AllGatherQ" : "ReduceScatterQ", total);
   int prev = coll_stats_enter(comm, o->slot);
   if (prev < 0) comm->stats->coll[o->slot].calls += (uint64_t)(n - 1);
   qcclResult_t r = qcclSuccess;
   char *in = NULL, *out = NULL;
-  size_t in_elems = o->kind == ZERO_AGQ ? total : total * w;
-  size_t out_elems = o->kind == ZERO_AGQ ? total * w : total;
+  size_t in_elems = o->kind == ZPP_AGQ ? total : total * w;
+  size_t out_elems = o->kind == ZPP_AGQ ? total * w : total;
   in = malloc(in_elems * es + 1);
   out = malloc(out_elems * es + 1);
   if (!in || !out) {
     r = QCCL_ERR(qcclSystemError, "out of memory (a bucket of %zu elements)", total);
     goto done;
   }
-  if (o->kind == ZERO_AGQ) {
+  if (o->kind == ZPP_AGQ) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
       memcpy(in + off * es, ops[i]->send, ops[i]->count * es);
       off += ops[i]->count;
     }
-    r = zero_allgather_q(comm, in, out, total, o->dt, &o->q1, NULL, 0);
+    r = zpp_allgather_q(comm, in, out, total, o->dt, &o->q1, NULL, 0);
     if (r != qcclSuccess) goto done;
     off = 0;
     for (int i = 0; i < n; i++) {
@@ -281,7 +280,7 @@ static qcclResult_t zero_run_bucket(zero_op_t* const* ops, int n) {
         memcpy(in + (j * total + off) * es, (const char*)ops[i]->send + j * c * es, c * es);
       off += c;
     }
-    r = zero_reducescatter_q(comm, in, out, total, o->dt, o->op, &o->q1, &o->q2, NULL);
+    r = zpp_reducescatter_q(comm, in, out, total, o->dt, o->op, &o->q1, &o->q2, NULL);
     if (r != qcclSuccess) goto done;
     off = 0;
     for (int i = 0; i < n; i++) {
@@ -293,17 +292,17 @@ done:
   free(in);
   free(out);
   coll_stats_leave(comm, prev);
-  return zero_fail(comm, r);
+  return zpp_fail(comm, r);
 }
 
-qcclResult_t zero_run_ops(zero_op_t* const* ops, int n) {
+qcclResult_t zpp_run_ops(zpp_op_t* const* ops, int n) {
   int i = 0;
   while (i < n) {
     int j = i + 1;
     /* calls of count 0 are no-ops: leave them out of buckets */
     if (ops[i]->count > 0)
-      while (j < n && ops[j]->count > 0 && zero_fusable(ops[i], ops[j])) j++;
-    QCCL_CHECK(zero_run_bucket(ops + i, j - i));
+      while (j < n && ops[j]->count > 0 && zpp_fusable(ops[i], ops[j])) j++;
+    QCCL_CHECK(zpp_run_bucket(ops + i, j - i));
     i = j;
   }
   return qcclSuccess;

@@ -1,0 +1,182 @@
+/*
+ * zpp.h - the ZeRO++ collectives (qwZ, hpZ, qgZ), their policy and their
+ * group buckets: the internal interface between the entry points, the
+ * algorithms (one file each) and the collective layer (group.c asks the
+ * policy, queues and fuses the calls). Their prefix is zpp_ (zero_ is the
+ * ZeRO stages' of src/zero).
+ *
+ * Placement: W ranks on N nodes (comm->node_of); a rank's local index is
+ * its position among the ranks of its node in global rank order (the
+ * order of comm->node), and the rail of local index l holds one rank per
+ * node in node order (comm->rail): the topology's rank map of the
+ * communicator (comm->rankmap, topology/rankmap.h). struct zpp_comm
+ * (comm->zero) keeps the policy, the comm-owned error-feedback residuals
+ * and scratch buffers.
+ */
+#ifndef QCCL_COLLECTIVES_ZEROPP_ZPP_H_
+#define QCCL_COLLECTIVES_ZEROPP_ZPP_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/coll.h"
+#include "core/stream.h"
+#include "quant/quant.h"
+#include "topology/rankmap.h"
+
+/* A comm-owned error-feedback residual. */
+typedef struct zpp_residual {
+  int tag;
+  size_t count;
+  float* buf;
+  struct zpp_residual* next;
+} zpp_residual_t;
+
+/* A policy for one plain collective (qcclCommSetPolicy / QCCL_POLICY). */
+typedef struct {
+  int set;            /* 1: quantize, 0: no policy, -1: plain (overrides QCCL_POLICY) */
+  quant_params_t q;   /* the spec (across nodes for the reductions) */
+  quant_params_t qin; /* the hop inside the node (reductions) */
+  size_t min_bytes;   /* smaller calls stay plain */
+} zpp_policy_t;
+
+enum { ZPP_POL_AG = 0, ZPP_POL_RS = 1, ZPP_POL_AR = 2, ZPP_POL_NUM = 3 };
+
+#define ZPP_NSCRATCH 6
+
+struct zpp_comm {
+  zpp_policy_t policy[ZPP_POL_NUM];
+  zpp_residual_t* residuals;
+  void* scratch[ZPP_NSCRATCH];
+  size_t scratch_bytes[ZPP_NSCRATCH];
+};
+
+/* comm's state, made on first use. */
+qcclResult_t zpp_state(qcclComm_t comm, struct zpp_comm** out);
+
+/* Scratch buffer `which` (< ZPP_NSCRATCH) of at least bytes, kept. */
+qcclResult_t zpp_scratch(qcclComm_t comm, int which, size_t bytes, void** out);
+
+/* The comm-owned residual of tag for count floats (zeroed when new or when
+ * its count changes). */
+qcclResult_t zpp_residual(qcclComm_t comm, int tag, size_t count, float** out);
+
+/* The quantization ISA (decided once per process). */
+qcclResult_t zpp_isa(quant_isa_t* isa);
+
+/* ---- argument checks (messages name the function and the argument) ---- */
+
+qcclResult_t zpp_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s);
+qcclResult_t zpp_check_type(const char* fn, qcclDataType_t t);
+/* count * factor elements of es bytes must fit in memory. */
+qcclResult_t zpp_check_count(const char* fn, const char* what, size_t count, size_t factor,
+                             size_t es);
+/* sendbuff and recvbuff may be NULL only with count (named what) 0. */
+qcclResult_t zpp_check_buffers(const char* fn, const char* what, size_t count, const void* sendbuff,
+                               const void* recvbuff);
+qcclResult_t zpp_check_spec(const char* fn, const char* what, const qcclQuantSpec_t* spec,
+                            quant_params_t* p);
+/* The reduction hops of cfg (NULL: defaults), and its error feedback. */
+qcclResult_t zpp_check_cfg(const char* fn, const qcclReduceScatterQConfig_t* cfg,
+                           quant_params_t* intra, quant_params_t* inter);
+/* Records a failed call on comm (when comm is alive) and returns r. */
+qcclResult_t zpp_fail(qcclComm_t comm, qcclResult_t r);
+
+/* ---- one queued or immediate call ---- */
+
+typedef enum { ZPP_AGQ, ZPP_RSQ, ZPP_ARQ } zpp_kind_t;
+
+struct qcclSecondary;
+
+typedef struct zpp_op {
+  zpp_kind_t kind;
+  int slot; /* the qcclStatColl_t to count under */
+  qcclComm_t comm;
+  const void* send;
+  void* recv;
+  size_t count; /* sendcount (AGQ), recvcount (RSQ), count (ARQ) */
+  qcclDataType_t dt;
+  qcclRedOp_t op;
+  int plain;         /* AGQ without quantization (hpZ fill with spec NULL) */
+  quant_params_t q1; /* AGQ: the spec; RSQ / ARQ: the intra hop */
+  quant_params_t q2; /* RSQ / ARQ: the inter hop (and ARQ's gather) */
+  int ef;            /* error feedback */
+  float* residual;   /* caller's, or NULL for the comm's */
+  size_t residual_count;
+  int residual_tag;
+  struct qcclSecondary* sec; /* AGQ: the hpZ shard to fill, or NULL */
+  unsigned long long gen;
+  stream_t* stream; /* the host stream it was issued on, or NULL */
+} zpp_op_t;
+
+/* Runs n calls in order, fusing consecutive compatible ones into one
+ * bucket. Frees nothing. */
+qcclResult_t zpp_run_ops(zpp_op_t* const* ops, int n);
+
+/* Runs one call now, queues it on its host stream (op->stream), or adds it
+ * to the open group (group.c); the last two keep a copy. */
+qcclResult_t group_submit_zero(qcclComm_t comm, const zpp_op_t* op);
+
+/* ---- the algorithms ---- */
+
+/* qwZ: all-gather of count elements per rank quantized under q (or plain
+ * with q NULL) into recv; fills sec (if not NULL) with generation gen. */
+qcclResult_t zpp_allgather_q(qcclComm_t comm, const void* send, void* recv, size_t count,
+                             qcclDataType_t dt, const quant_params_t* q, struct qcclSecondary* sec,
+                             unsigned long long gen);
+
+/* The checks of the two gathers' entry points; fills op (spec NULL makes a
+ * plain gather when spec_optional). */
+qcclResult_t zpp_agq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t sendcount,
+                           qcclDataType_t datatype, const qcclQuantSpec_t* spec, int spec_optional,
+                           qcclComm_t comm, qcclStream_t stream, zpp_op_t* op);
+
+/* hpZ: copies this rank's slice of the gathered tensor into sec. */
+qcclResult_t zpp_secondary_fill(struct qcclSecondary* sec, const void* gathered,
+                                unsigned long long gen);
+
+/* qgZ: reduce-scatter of recvcount elements per rank; residual is NULL or
+ * zpp_rsq_residual_count floats. */
+qcclResult_t zpp_reducescatter_q(qcclComm_t comm, const void* send, void* recv, size_t rc,
+                                 qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
+                                 const quant_params_t* inter, float* residual);
+
+/* The checks of the reductions' entry points (rs: the count is recvcount);
+ * fills o but for kind and slot. */
+qcclResult_t zpp_rsq_check(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
+                           int rs, qcclDataType_t datatype, qcclRedOp_t op,
+                           const qcclReduceScatterQConfig_t* cfg, qcclComm_t comm,
+                           qcclStream_t stream, zpp_op_t* o);
+
+/* Elements per destination in one pipelined piece of qgZ (QCCL_ZERO_PIECE);
+ * fails, naming the variable, when QCCL_ZERO_PIECE or QCCL_POLICY is
+ * malformed. */
+qcclResult_t zpp_env_piece(size_t* piece);
+
+/* Floats of qgZ's residual (0 where there is no inter-node hop). */
+size_t zpp_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* inter);
+
+/* qcclAllReduceQ's algorithm. */
+qcclResult_t zpp_allreduce_q(qcclComm_t comm, const void* send, void* recv, size_t count,
+                             qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
+                             const quant_params_t* inter, float* residual);
+
+/* Runs one zpp_op_t (resolving a comm-owned residual), counted under its
+ * slot. */
+qcclResult_t zpp_run_one(const zpp_op_t* op);
+
+/* ---- policy (policy.c) ---- */
+
+/* 1 if a policy turns this plain call, issued by the user, into a
+ * quantized one (decided when the call is issued, group.c). */
+int zpp_policy_applies(qcclComm_t comm, const coll_args_t* a);
+
+/* Parses text as QCCL_POLICY would, without the environment: 0 when it is
+ * valid, -1 with the message in msg (len bytes) otherwise. For the tests
+ * and the fuzz target. */
+int zpp_policy_check(const char* text, char* msg, size_t len);
+
+/* The quantized call of a plain one for which zpp_policy_applies. */
+qcclResult_t zpp_policy_op(qcclComm_t comm, const coll_args_t* a, zpp_op_t* op);
+
+#endif /* QCCL_COLLECTIVES_ZEROPP_ZPP_H_ */
