@@ -36,8 +36,9 @@ fi
 echo "setup-python: installing $pkgs into $venv"
 start=$(date +%s)
 # DS_BUILD_OPS=0: DeepSpeed builds its C++ ops only when used (none on CPU here).
-# --no-compile: no .pyc for the ~10k files of torch at install; Python
-# compiles (and caches) only the modules the tests import.
+# pip compiles every module at install (~25 s of CPU): with
+# PYTHONDONTWRITEBYTECODE set (as on the development machines) Python would
+# otherwise compile torch again in every rank of every test.
 # shellcheck disable=SC2086
-DS_BUILD_OPS=0 "$venv/bin/pip" install -q --no-compile --disable-pip-version-check $pkgs
+DS_BUILD_OPS=0 "$venv/bin/pip" install -q --disable-pip-version-check $pkgs
 echo "setup-python: done in $(( $(date +%s) - start )) s"

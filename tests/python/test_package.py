@@ -151,11 +151,14 @@ def test_split_and_split_node(comm):
     none = comm.split(None if comm.rank == 0 else 1)
     assert (none is None) == (comm.rank == 0)
     if none is not None:
+        z = np.array([comm.rank], dtype=np.int64)
+        none.all_reduce(z)  # a call before the destroy: see below
+        assert none.size == comm.size - 1 and z[0] == sum(range(1, comm.size))
         none.destroy()
     node = comm.split_node()
     info = comm.node_info()
     assert node.size == info.local_size and node.rank == info.local_rank
-    # a call on the new communicator before destroying it: with 3 ranks a
+    # a call on each new communicator before destroying it: with 3 ranks a
     # destroy right after the split can fail the slower ranks' split
     # (bootstrap: "the next rank closed its connection"), a library bug
     # reported with the Python branch
