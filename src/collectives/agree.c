@@ -179,20 +179,23 @@ qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_o
   int lazy = comm->node == NULL && z == NULL;
   shm_check_publish(s, c, rec, lazy);
   if (lazy) return qcclSuccess;
-  QCCL_CHECK(shm_check_collect(s, c, comm->check_recs));
+  qcclResult_t w = shm_check_collect(s, c, comm->check_recs);
+  if (w != qcclSuccess) return comm_fail(comm, w); /* a peer died or aborted meanwhile */
   return agree_verify(comm, s, comm->check_recs);
 }
 
 qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r) {
   shm_t* s = agree_shm(comm);
   if (s == NULL || !s->check_watch) return r;
-  /* a failure other than a disagreement seen by a wait stands as it is */
+  /* the call failed: if a peer posted another call, that is the cause (a
+   * peer that saw it first may have aborted the segment, so this rank's
+   * wait saw only the abort); otherwise the failure stands as it is */
   if (r != qcclSuccess && r != qcclInvalidUsage) {
-    s->check_watch = 0;
-    return r;
+    if (!shm_check_peek(s, comm->check_recs)) return r;
+    return agree_verify(comm, s, comm->check_recs);
   }
   qcclResult_t w = shm_check_collect(s, s->check_call, comm->check_recs);
-  if (w != qcclSuccess) return r != qcclSuccess ? r : w;
+  if (w != qcclSuccess) return r != qcclSuccess ? r : comm_fail(comm, w);
   qcclResult_t v = agree_verify(comm, s, comm->check_recs);
   return v != qcclSuccess ? v : r;
 }

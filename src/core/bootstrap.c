@@ -386,7 +386,7 @@ static qcclResult_t boot_root_watch_check(void* ctx, const struct pollfd* p, int
   return qcclSuccess;
 }
 
-static void boot_fork_forget(int fd);
+static void boot_fork_close(int fd);
 
 typedef struct {
   const boot_table_t* t;
@@ -439,8 +439,7 @@ static void* boot_root_main(void* argp) {
     boot_server_t lv = {.take = boot_root_take_late, .ctx = &late, .who = "bootstrap root"};
     boot_serve(a.lfd, a.secret, a.deadline, &lv);
   }
-  boot_fork_forget(a.lfd);
-  close(a.lfd);
+  boot_fork_close(a.lfd);
   err_clear();
   return NULL;
 }
@@ -480,10 +479,13 @@ static void boot_fork_remember(int fd) {
   pthread_mutex_unlock(&boot_fork_mu);
 }
 
-static void boot_fork_forget(int fd) {
+/* Forgets and closes fd under the lock, so no fork() falls in between (a
+ * child would keep the listener, or close a number reused meanwhile). */
+static void boot_fork_close(int fd) {
   pthread_mutex_lock(&boot_fork_mu);
   for (int i = 0; i < boot_fork_n; i++)
     if (boot_fork_fds[i] == fd) boot_fork_fds[i] = boot_fork_fds[--boot_fork_n];
+  close(fd);
   pthread_mutex_unlock(&boot_fork_mu);
 }
 
@@ -507,8 +509,7 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   int e = pthread_create(&th, &attr, boot_root_main, a);
   pthread_attr_destroy(&attr);
   if (e != 0) {
-    boot_fork_forget(a->lfd);
-    close(a->lfd);
+    boot_fork_close(a->lfd);
     free(a);
     return QCCL_ERRNO(qcclSystemError, e, "pthread_create (bootstrap root)");
   }

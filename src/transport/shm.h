@@ -183,6 +183,10 @@ qcclResult_t shm_wait_all(shm_t* s, uint64_t step);
  * ends the watch. A rank posts c + 2 only after every rank posted c + 1,
  * so the records of c stay in place until collected. */
 void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch);
+/* Without waiting: the records of the watched call that the peers posted
+ * (this rank's own for those that did not), into recs; ends the watch.
+ * Returns 1 if a posted record differs from this rank's. */
+int shm_check_peek(shm_t* s, uint64_t* recs);
 qcclResult_t shm_check_collect(shm_t* s, uint64_t c, uint64_t* recs);
 
 /* Checks the abort flag and the liveness of peer (or of all ranks with
