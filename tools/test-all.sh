@@ -41,6 +41,13 @@ else
   echo "format: $bad clang-format findings (run clang-format -i)"; failed=$((failed + 1))
 fi
 
+# the Python side (suite python): a venv with torch, NumPy, DeepSpeed, pytest
+if bash tools/setup-python.sh; then
+  echo "python setup: ok"
+else
+  echo "python setup: failed (the python suite skips)"; failed=$((failed + 1))
+fi
+
 meson test -C build --print-errorlogs --num-processes 2 > build/test-output.txt 2>&1
 tail -n 30 build/test-output.txt
 count build/meson-logs/testlog.json "release build"
