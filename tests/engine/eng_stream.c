@@ -348,6 +348,39 @@ static void case_destroy(mr_t* t, int comm_first) {
   mr_case_end(&c);
 }
 
+/* ---- a bucket of ZeRO++ calls in a group, on a stream ----------------------- */
+
+/* Three qwZ gathers and two qgZ reduce-scatters in one group (fused into
+ * buckets at GroupEnd), queued on a stream, against the same group run
+ * blocking: the same bits. */
+static void case_bucket(mr_t* t, qcclStream_t s) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "ZeRO++ bucket (group of 5 calls) on a stream")) return;
+  const size_t n = 3001, W = (size_t)t->nranks;
+  float* in = malloc(sizeof *in * n * W);
+  float* out[2];
+  for (int v = 0; v < 2; v++) out[v] = calloc(5 * n * W, sizeof *out[v]);
+  mr_fill(qcclFloat32, qcclSum, MR_GEN_REDUCE, c.cseed, t->rank, t->nranks, in, 0, n * W);
+  qcclQuantSpec_t spec = QCCL_QUANT_SPEC_INITIALIZER;
+  for (int v = 0; v < 2; v++) {
+    qcclStream_t st = v ? s : NULL;
+    MR_OK(&c, qcclGroupStart());
+    for (int k = 0; k < 3; k++)
+      MR_OK(&c, qcclAllGatherQ(in, out[v] + (size_t)k * n * W, n, qcclFloat32, &spec, t->comm, st));
+    for (int k = 3; k < 5; k++)
+      MR_OK(&c, qcclReduceScatterQ(in, out[v] + (size_t)k * n * W, n, qcclFloat32, qcclSum, NULL,
+                                   t->comm, st));
+    MR_OK(&c, qcclGroupEnd());
+  }
+  MR_OK(&c, qcclStreamSynchronize(s));
+  if (memcmp(out[0], out[1], sizeof *out[0] * 5 * n * W) != 0)
+    mr_case_fail(&c, "the bucket on a stream differs from the blocking one");
+  free(in);
+  free(out[0]);
+  free(out[1]);
+  mr_case_end(&c);
+}
+
 /* ---- groups on streams, bad arguments ------------------------------------ */
 
 static void case_args(mr_t* t, qcclStream_t s) {
@@ -394,6 +427,7 @@ int main(int argc, char** argv) {
         if (k == K_BARRIER && (d > 0 || n > 0)) continue;
         case_equal(&t, k, dts[d], counts[n], s);
       }
+  case_bucket(&t, s);
   case_many(&t);
   for (int k = 0; k < K_NUM; k++)
     if (k != K_BARRIER || t.nranks > 1) case_async(&t, s, k);
