@@ -20,6 +20,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -580,8 +581,12 @@ int run_net_cleanup_stale(void) {
     pid = strtol(e->d_name + 5, &end, 10);
     if (*end != '-' || pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;
     run_msg("removing namespace %s: its qcclrun (pid %ld) is gone", e->d_name, pid);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", RUN_NET_DIR, e->d_name);
     if (run_net_ns_delete(e->d_name) == RUN_OK)
       removed++;
+    else if (access(path, F_OK) != 0)
+      removed++; /* a qcclrun that was just exiting removed it first */
     else
       failed++;
   }

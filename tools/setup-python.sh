@@ -11,12 +11,13 @@ cd "$(dirname "$0")/.."
 venv=${QCCL_VENV:-.venv}
 py=${PYTHON:-python3}
 # pinned: the backend is written against torch 2.15's Python Backend API
-pkgs="torch==2.15.0 deepspeed==0.19.8 numpy pytest"
+# transformers and matplotlib: perf/gpt2_zero.py (issue 16's proof on a GPT-2)
+pkgs="torch==2.15.0 deepspeed==0.19.8 numpy pytest transformers matplotlib"
 
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" - <<'PY' 2>/dev/null; then
 import importlib.metadata as m, sys
 ok = m.version("torch").startswith("2.15.0") and m.version("deepspeed") == "0.19.8"
-import numpy, pytest  # noqa: F401
+import numpy, pytest, transformers, matplotlib  # noqa: F401
 sys.exit(0 if ok else 1)
 PY
   echo "setup-python: $venv is ready"
