@@ -443,11 +443,12 @@ class QcclBackend(_C10dBackend):
             raise err
         return w
 
-    def _grouped(self, calls):
+    def _grouped(self, calls, always=False):
         """run(stream) making `calls` (each a function of the stream) one
-        qccl group (unless already inside a coalescing window)."""
+        qccl group (unless already inside a coalescing window; a lone call
+        runs as it is unless `always`)."""
         def run(s):
-            if self._coalescing is not None or len(calls) == 1:
+            if self._coalescing is not None or (len(calls) == 1 and not always):
                 for c in calls:
                     c(s)
                 return
@@ -631,22 +632,7 @@ class QcclBackend(_C10dBackend):
 
     def _grouped_p2p(self, calls):
         """Sends and receives must be in one group (they depend on each other)."""
-        def run(s):
-            if self._coalescing is not None:
-                for c in calls:
-                    c(s)
-                return
-            group_start()
-            ok = False
-            try:
-                for c in calls:
-                    c(s)
-                ok = True
-            finally:
-                r = _lib.lib.qcclGroupEnd()
-                if ok:
-                    _lib.check(r, what="qcclGroupEnd")
-        return run
+        return self._grouped(calls, always=True)
 
     def all_to_all_single(self, output, inp, output_split_sizes, input_split_sizes, opts):
         _check_cpu([output, inp], "all_to_all_single tensor")
