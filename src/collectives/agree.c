@@ -31,11 +31,15 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "collectives/coll.h"
 #include "collectives/zeropp/zpp.h"
 #include "core/dtype.h"
 #include "core/env.h"
+#include "core/socket.h"
+#include "collectives/engine.h"
 #include "qccl_config.h"
 #if QCCL_HAVE_UCX
 #include "transport/ucx.h"
@@ -46,12 +50,24 @@ static const char* const agree_kinds[] = {"AllReduce",      "Broadcast", "Reduce
                                           "Send",           "Recv",      "Barrier", "AllGatherQ",
                                           "ReduceScatterQ", "AllReduceQ"};
 #define AGREE_NKINDS (int)(sizeof agree_kinds / sizeof agree_kinds[0])
+#define AGREE_HIST (int)(sizeof((struct qcclComm*)0)->check_hist / sizeof(uint64_t[4]))
+#define AGREE_REPORT_MAGIC 0x71636c72u /* "qclr" */
+#define AGREE_REPORT_WAIT 0.25         /* seconds to hear the peers' reports */
 
 qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
 
 static uint64_t agree_mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0xff51afd7ed558ccdull;
+}
+
+/* Every bit of h into the low ones (a tag keeps only ~22 of them). */
+static uint64_t agree_fold(uint64_t h) {
+  h ^= h >> 31;
+  h *= 0x7fb5d329728ea185ull;
+  h ^= h >> 27;
+  h *= 0x81dadef4bc2dd44dull;
+  return h ^ (h >> 33);
 }
 
 static uint64_t agree_spec(uint64_t h, const quant_params_t* q) {
@@ -95,6 +111,32 @@ static const char* agree_kind_name(uint64_t w0) {
   return k < AGREE_NKINDS ? agree_kinds[k] : "?";
 }
 
+/* What differs first between record a (of rank ga) and b (of rank gb). */
+static void agree_name(const uint64_t* a, int ga, const uint64_t* b, int gb, char* what, size_t n) {
+  if ((a[0] & 0xff) != (b[0] & 0xff))
+    snprintf(what, n, "the collective (qccl%s on rank %d, qccl%s on rank %d)",
+             agree_kind_name(a[0]), ga, agree_kind_name(b[0]), gb);
+  else if (a[1] != b[1])
+    snprintf(what, n, "count (%llu on rank %d, %llu on rank %d)", (unsigned long long)a[1], ga,
+             (unsigned long long)b[1], gb);
+  else if (((a[0] >> 8) & 0xff) != ((b[0] >> 8) & 0xff))
+    snprintf(what, n, "datatype (%s on rank %d, %s on rank %d)",
+             dtype_name((qcclDataType_t)((a[0] >> 8) & 0xff)), ga,
+             dtype_name((qcclDataType_t)((b[0] >> 8) & 0xff)), gb);
+  else if (((a[0] >> 16) & 0xff) != ((b[0] >> 16) & 0xff))
+    snprintf(what, n, "op (%d on rank %d, %d on rank %d)", (int)((a[0] >> 16) & 0xff), ga,
+             (int)((b[0] >> 16) & 0xff), gb);
+  else if ((a[0] >> 32) != (b[0] >> 32))
+    snprintf(what, n, "root (%d on rank %d, %d on rank %d)", (int32_t)(a[0] >> 32), ga,
+             (int32_t)(b[0] >> 32), gb);
+  else
+    snprintf(what, n, "the quantization spec or configuration (ranks %d and %d)", ga, gb);
+}
+
+static int agree_differ(const uint64_t* a, const uint64_t* b) {
+  return a[0] != b[0] || a[1] != b[1] || a[2] != b[2];
+}
+
 /* Compares the node's records of one call (recs, as shm_check_collect
  * leaves them) with rank 0's; on a difference fails comm for good with a
  * message naming the first argument that differs and two ranks. */
@@ -102,30 +144,12 @@ static qcclResult_t agree_verify(qcclComm_t comm, const shm_t* s, const uint64_t
   const uint64_t* r0 = recs;
   for (int j = 1; j < s->nranks; j++) {
     const uint64_t* rj = recs + (size_t)j * SHM_CHECK_WORDS;
-    if (rj[0] == r0[0] && rj[1] == r0[1] && rj[2] == r0[2]) continue;
+    if (!agree_differ(r0, rj)) continue;
     /* node ranks j and 0 as ranks of comm */
     int gj = comm->node ? topo_rankmap_rank_at(comm->rankmap, comm->node_of[comm->rank], j) : j;
     int g0 = comm->node ? topo_rankmap_rank_at(comm->rankmap, comm->node_of[comm->rank], 0) : 0;
     char what[160];
-    if ((r0[0] & 0xff) != (rj[0] & 0xff))
-      snprintf(what, sizeof what, "the collective (qccl%s on rank %d, qccl%s on rank %d)",
-               agree_kind_name(r0[0]), g0, agree_kind_name(rj[0]), gj);
-    else if (r0[1] != rj[1])
-      snprintf(what, sizeof what, "count (%llu on rank %d, %llu on rank %d)",
-               (unsigned long long)r0[1], g0, (unsigned long long)rj[1], gj);
-    else if (((r0[0] >> 8) & 0xff) != ((rj[0] >> 8) & 0xff))
-      snprintf(what, sizeof what, "datatype (%s on rank %d, %s on rank %d)",
-               dtype_name((qcclDataType_t)((r0[0] >> 8) & 0xff)), g0,
-               dtype_name((qcclDataType_t)((rj[0] >> 8) & 0xff)), gj);
-    else if (((r0[0] >> 16) & 0xff) != ((rj[0] >> 16) & 0xff))
-      snprintf(what, sizeof what, "op (%d on rank %d, %d on rank %d)", (int)((r0[0] >> 16) & 0xff),
-               g0, (int)((rj[0] >> 16) & 0xff), gj);
-    else if ((r0[0] >> 32) != (rj[0] >> 32))
-      snprintf(what, sizeof what, "root (%d on rank %d, %d on rank %d)", (int32_t)(r0[0] >> 32), g0,
-               (int32_t)(rj[0] >> 32), gj);
-    else
-      snprintf(what, sizeof what, "the quantization spec or configuration (ranks %d and %d)", g0,
-               gj);
+    agree_name(r0, g0, rj, gj, what, sizeof what);
     const uint64_t* mine = recs + (size_t)s->rank * SHM_CHECK_WORDS;
     err_clear();
     qcclResult_t r = QCCL_ERR(qcclInvalidUsage,
@@ -148,6 +172,7 @@ static shm_t* agree_shm(qcclComm_t comm) {
 }
 
 void coll_wire_call(qcclComm_t comm, uint64_t call) {
+  comm->wire_call = call;
 #if QCCL_HAVE_UCX
   ucx_set_call(comm->ucx, call);
   if (comm->rail) ucx_set_call(comm->rail->ucx, call);
@@ -167,9 +192,19 @@ qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_o
    * hosts that disagree, or a message a failed call left behind, are
    * caught by the receiver */
   if (comm->nnodes > 1) {
-    uint64_t d = c + 1;
-    if (comm->check) d = agree_mix(agree_mix(agree_mix(agree_mix(d, rec[0]), rec[1]), rec[2]), 7);
+    /* the call's number (low UCX_CALL_NUM_BITS) and its record's hash */
+    uint64_t d = (c + 1) & ((1u << UCX_CALL_NUM_BITS) - 1);
+    if (comm->check)
+      d |= agree_fold(agree_mix(agree_mix(agree_mix(agree_mix(c + 1, rec[0]), rec[1]), rec[2]), 7))
+           << UCX_CALL_NUM_BITS;
     coll_wire_call(comm, d & ~COLL_WIRE_P2P);
+    uint64_t* h = comm->check_hist[c % AGREE_HIST];
+    h[0] = c + 1;
+    memcpy(h + 1, rec, sizeof(uint64_t) * 3);
+#if QCCL_HAVE_UCX
+    /* a peer reported a failed call: fail before any data moves */
+    if (comm->ucx != NULL) QCCL_CHECK(ucx_control_seen(comm->ucx));
+#endif
   }
   shm_t* s = agree_shm(comm);
   if (s == NULL) return qcclSuccess;
@@ -210,4 +245,126 @@ qcclResult_t coll_agree_init(qcclComm_t comm) {
   comm->check_recs = calloc((size_t)nc->shm->nranks * SHM_CHECK_WORDS, sizeof *comm->check_recs);
   if (comm->check_recs == NULL) return QCCL_ERR(qcclSystemError, "out of memory");
   return qcclSuccess;
+}
+
+qcclResult_t coll_agree_watch(void* arg) {
+#if QCCL_HAVE_UCX
+  qcclComm_t comm = arg;
+  QCCL_CHECK(ucx_watch(comm->ucx));
+  if (comm->rail && !atomic_load(&comm->rail_busy)) QCCL_CHECK(ucx_watch(comm->rail->ucx));
+#else
+  (void)arg;
+#endif
+  return qcclSuccess;
+}
+
+/* ---- across hosts: the report of a failed call ---------------------- */
+
+/* What a rank whose call failed tells every peer on another host (a UCX
+ * control message): its record of the call, its error and message. */
+typedef struct {
+  uint32_t magic;
+  int32_t rank; /* of the user's communicator */
+  int32_t res;
+  int32_t p2p;        /* the call was a user's send or receive */
+  uint64_t call;      /* the call's number + 1; 0: no record */
+  uint64_t rec[3];    /* agree_record */
+  char msg[512 - 40]; /* err_last() */
+} agree_report_t;
+
+/* This rank's record of call number c, or NULL when no longer kept. */
+static const uint64_t* agree_hist(qcclComm_t comm, uint64_t c) {
+  const uint64_t* h = comm->check_hist[c % AGREE_HIST];
+  return h[0] == c + 1 ? h + 1 : NULL;
+}
+
+qcclResult_t coll_agree_failed(qcclComm_t comm, qcclResult_t r) {
+#if QCCL_HAVE_UCX
+  _Static_assert(COLL_WIRE_P2P == UCX_CALL_P2P, "one bit marks a user's send or receive");
+  _Static_assert(sizeof(agree_report_t) <= UCX_CONTROL_MAX, "a report fits a control message");
+  if (r == qcclSuccess || r == qcclInvalidArgument || comm->nnodes == 1 || comm->ucx == NULL ||
+      engine_aborted(comm) || atomic_exchange(&comm->reported, 1))
+    return r;
+  /* Every rank whose call failed posts its report to every peer on
+   * another host (a transfer that waits there sees it and fails), then
+   * reads the peers' reports until every peer still reachable has
+   * reported or AGREE_REPORT_WAIT has passed, and names the first
+   * difference between its record of the call and a peer's. A rank whose part of the call ended
+   * before anyone failed hears it at its next call. */
+  agree_report_t me;
+  memset(&me, 0, sizeof me);
+  me.magic = AGREE_REPORT_MAGIC;
+  me.rank = comm->rank;
+  me.res = (int32_t)r;
+  me.p2p = (comm->wire_call & COLL_WIRE_P2P) != 0;
+  const uint64_t* mine = NULL;
+  if (!me.p2p && comm->check && comm->check_calls > 0 &&
+      (mine = agree_hist(comm, comm->check_calls - 1)) != NULL) {
+    me.call = comm->check_calls;
+    memcpy(me.rec, mine, sizeof me.rec);
+  }
+  snprintf(me.msg, sizeof me.msg, "%s", err_last());
+  ucx_post_control(comm->ucx, &me, sizeof me);
+  if (comm->rail) ucx_post_control(comm->rail->ucx, &me, sizeof me);
+
+  char named[200] = "";
+  agree_report_t told; /* the first report of invalid usage */
+  told.rank = -1;
+  unsigned char* heard = calloc((size_t)comm->nranks, 1);
+  double deadline = clock_now() + AGREE_REPORT_WAIT;
+  for (;;) {
+    agree_report_t v;
+    int from;
+    size_t n;
+    while ((n = ucx_take_control(comm->ucx, &v, sizeof v, &from)) > 0 ||
+           (comm->rail && (n = ucx_take_control(comm->rail->ucx, &v, sizeof v, &from)) > 0)) {
+      if (n != sizeof v || v.magic != AGREE_REPORT_MAGIC || v.rank < 0 || v.rank >= comm->nranks)
+        continue;
+      v.msg[sizeof v.msg - 1] = 0;
+      if (heard) heard[v.rank] = 1;
+      if (!named[0] && v.call > 0 && comm->check) {
+        const uint64_t* h = agree_hist(comm, v.call - 1);
+        if (h != NULL && agree_differ(h, v.rec)) {
+          if (comm->rank < v.rank)
+            agree_name(h, comm->rank, v.rec, v.rank, named, sizeof named);
+          else
+            agree_name(v.rec, v.rank, h, comm->rank, named, sizeof named);
+        }
+      }
+      if (told.rank < 0 && v.res == (int32_t)qcclInvalidUsage) told = v;
+    }
+    /* every peer still reachable has reported (also when named: a peer
+     * that leaves at once would close its connections under reports not
+     * yet read) */
+    int all = 1;
+    for (int i = 0; i < comm->nranks && all; i++)
+      all = i == comm->rank || (heard && heard[i]) || !ucx_peer_reachable(comm->ucx, i);
+    if (all || clock_now() > deadline) break;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  free(heard);
+  /* the ranks of this host wait on the segment, not on UCX */
+  shm_t* s = comm->node ? comm->node->shm : comm->shm;
+  if (s) shm_set_abort(s);
+  const char* fn = mine ? agree_kind_name(mine[0]) : me.p2p ? "Send/Recv" : "?";
+  if (named[0]) {
+    err_clear();
+    r = QCCL_ERR(qcclInvalidUsage,
+                 "qccl%s: the ranks disagree on %s; every rank must make the same calls in the "
+                 "same order (QCCL_CHECK=0 turns this check off)",
+                 fn, named);
+    snprintf(comm->last_error, sizeof comm->last_error, "%s", err_last());
+    return r;
+  }
+  if (told.rank >= 0 && !(r == qcclInvalidUsage && strstr(me.msg, "disagree on"))) {
+    err_clear();
+    r = QCCL_ERR(qcclInvalidUsage, "qccl%s failed on rank %d: %s", fn, told.rank, told.msg);
+    snprintf(comm->last_error, sizeof comm->last_error, "%s", err_last());
+  }
+  return r;
+#else
+  (void)comm;
+  return r;
+#endif
 }

@@ -49,8 +49,9 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
   if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "qccl%s: comm was finalized", name);
   if (comm->async_error != qcclSuccess) {
     comm_tell_peers(comm);
-    snprintf(comm->last_error, sizeof comm->last_error, "qccl%s: comm failed before (%s)", name,
-             qcclGetErrorString(comm->async_error));
+    snprintf(comm->last_error, sizeof comm->last_error, "qccl%s: comm failed before (%s)%s%.400s",
+             name, qcclGetErrorString(comm->async_error), comm->fail_reason[0] ? ": " : "",
+             comm->fail_reason);
     return comm->async_error;
   }
   if (stream != NULL) {

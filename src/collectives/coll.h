@@ -112,9 +112,16 @@ struct qcclComm {
   struct qcclComm* top;
   /* the agreement check of the user's calls (agree.c, QCCL_CHECK) */
   int check;
-  _Atomic int peers_told;     /* comm_tell_peers ran */
-  uint64_t check_calls;       /* user's collectives checked so far */
-  uint64_t* check_recs;       /* the node's records of the call being checked */
+  _Atomic int peers_told; /* comm_tell_peers ran */
+  uint64_t check_calls;   /* user's collectives checked so far */
+  uint64_t* check_recs;   /* the node's records of the call being checked */
+  /* across hosts: the last calls' records (call number + 1, record) and
+   * the call on the wire, for the report of a failed call (agree.c) */
+  uint64_t check_hist[8][4];
+  uint64_t wire_call;
+  _Atomic int reported;
+  _Atomic int rail_busy; /* the two-level pipeline's rail stage runs on rail_stream */
+  char fail_reason[QCCL_LAST_ERROR_BYTES]; /* the message of the call that failed it */
   struct stream* rail_stream; /* the two-level pipeline's network stages (hier_pipe.c) */
 };
 
@@ -126,11 +133,20 @@ struct zpp_op;
  * every rank when they disagree. */
 qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const struct zpp_op* z);
 qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r);
+/* A user's call on comm failed with r: across hosts, tells every peer
+ * (with this rank's record of the call) and reads what the peers tell,
+ * so every rank names the same cause. Returns the error to report: a
+ * disagreement named, or r. */
+qcclResult_t coll_agree_failed(qcclComm_t comm, qcclResult_t r);
+/* The watch of the node's segment of a communicator across hosts (arg:
+ * the communicator): its waits fail when the network brings news of a
+ * failed call or of a call with other arguments (ucx_watch). */
+qcclResult_t coll_agree_watch(void* arg);
 
 /* The call number the messages of comm (and of its rail) carry across
  * hosts from now on (agree.c; transport/ucx.c compares it on receipt).
  * User sends and receives carry COLL_WIRE_P2P; collectives never do. */
-#define COLL_WIRE_P2P ((uint64_t)1 << 39)
+#define COLL_WIRE_P2P ((uint64_t)1 << 38) /* = UCX_CALL_P2P */
 void coll_wire_call(qcclComm_t comm, uint64_t call);
 
 /* Reads QCCL_CHECK and sizes the check's buffers, once c is connected. */

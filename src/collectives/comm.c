@@ -203,6 +203,10 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
   qcclResult_t r = ucx_open(c->boot, remote, c->timeout, &c->ucx);
   free(remote);
   if (r != qcclSuccess) return r;
+  if (c->node->shm) {
+    c->node->shm->watch = coll_agree_watch;
+    c->node->shm->watch_arg = c;
+  }
   /* equal numbers of ranks per host: the rail of this local index */
   if (c->rankmap->equal && c->node->nranks > 1) {
     bootstrap_t* rb;

@@ -71,7 +71,8 @@ qcclResult_t engine_comm_usable(const char* fn, qcclComm_t c) {
   qcclResult_t e = atomic_load(&c->async_error);
   if (e != qcclSuccess) {
     comm_tell_peers(c->top);
-    return QCCL_ERR(e, "%s: comm failed before (%s)", fn, qcclGetErrorString(e));
+    return QCCL_ERR(e, "%s: comm failed before (%s)%s%s", fn, qcclGetErrorString(e),
+                    c->top->fail_reason[0] ? ": " : "", c->top->fail_reason);
   }
   return qcclSuccess;
 }

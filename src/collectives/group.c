@@ -105,9 +105,16 @@ static qcclResult_t group_run_batch(void* arg) {
       if (r == qcclSuccess) r = coll_agree_end(ops[i].comm, coll_run(ops[i].comm, &ops[i].args));
     }
     /* a call that failed while it ran left its ranks out of step (its
-     * stages on internal communicators too): the communicator stays failed */
-    for (int k = i; k < j && r != qcclSuccess && r != qcclInvalidArgument; k++)
-      if (atomic_load(&ops[k].comm->async_error) == qcclSuccess) ops[k].comm->async_error = r;
+     * stages on internal communicators too): the communicator stays failed,
+     * and across hosts every rank hears why (agree.c) */
+    for (int k = i; k < j && r != qcclSuccess && r != qcclInvalidArgument; k++) {
+      qcclResult_t rk = coll_agree_failed(ops[k].comm, r);
+      if (k == i) r = rk;
+      if (atomic_load(&ops[k].comm->async_error) == qcclSuccess || rk == qcclInvalidUsage) {
+        ops[k].comm->async_error = rk;
+        snprintf(ops[k].comm->fail_reason, sizeof ops[k].comm->fail_reason, "%s", err_last());
+      }
+    }
     i = j;
   }
   return r;

@@ -80,6 +80,7 @@ qcclResult_t hier_pipe_run(qcclComm_t comm, const hier_pipe_ops_t* ops) {
     return QCCL_ERR(qcclSystemError, "out of memory (pipeline of %d segments)", ops->nsegs);
   hier_pipe_t p = {.ops = ops, .res = qcclSuccess};
   uint64_t base = stream_queued(s);
+  atomic_store(&comm->rail_busy, 1); /* the node's waits leave the rail's worker alone */
   int queued = 0;
   qcclResult_t res = qcclSuccess;
   for (int k = 0; k <= ops->nsegs && res == qcclSuccess; k++) {
@@ -101,6 +102,7 @@ qcclResult_t hier_pipe_run(qcclComm_t comm, const hier_pipe_ops_t* ops) {
   }
   atomic_store(&p.stop, 1); /* after a failure here, queued tasks return at once */
   stream_wait(s, base + (uint64_t)queued);
+  atomic_store(&comm->rail_busy, 0);
   if (res == qcclSuccess && p.res != qcclSuccess) res = QCCL_ERR(p.res, "%s", p.msg);
   free(tasks);
   return res;

@@ -343,6 +343,7 @@ static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, in
       double now = clock_now();
       if (s->check_watch && shm_check_differs(s))
         return QCCL_ERR(qcclInvalidUsage, "rank %d: a peer's call differs from this one", s->rank);
+      if (s->watch) QCCL_CHECK(s->watch(s->watch_arg));
       qcclResult_t r = shm_check_peers(s, j);
       if (r != qcclSuccess) {
         /* the peer may have posted its step and then left (a rank that

@@ -109,6 +109,10 @@ typedef struct shm {
   uint64_t map_clock;   /* lookups so far (shm_peer_map_t.used) */
   _Atomic int32_t* abort_rank;
   int check_watch; /* waits compare the peers' records of call check_call */
+  /* called by every wait's slow check when set (a node of a communicator
+   * across hosts: agree.c watches its network for news of a failed call) */
+  qcclResult_t (*watch)(void* arg);
+  void* watch_arg;
   uint64_t check_call;
   uint64_t check_mine[SHM_CHECK_WORDS];
   shm_ctrl_t* ctrl;

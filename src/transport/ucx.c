@@ -26,8 +26,9 @@
 #include "core/socket.h"
 #include "transport/transport.h"
 
-#define UCX_CLOSE_WAIT 3.0 /* seconds a normal close may flush */
-#define UCX_ABORT_WAIT 1.0 /* seconds a forced close may take */
+#define UCX_CLOSE_WAIT 3.0   /* seconds a normal close may flush */
+#define UCX_ABORT_WAIT 1.0   /* seconds a forced close may take */
+#define UCX_CONTROL_WAIT 0.2 /* seconds a control message may take to leave */
 
 typedef struct {
   struct ucx* u;
@@ -42,21 +43,56 @@ struct ucx {
   ucs_status_t* failed; /* UCS_OK, or the error the handler saw */
   ucx_peer_arg_t* args; /* error handler arguments, one per peer */
   uint64_t call;        /* the call in progress (ucx_set_call), in every tag */
+  uint32_t* sseq;       /* point-to-point messages sent to each peer */
+  uint32_t* rseq;       /* and received from each */
+  /* the control message this rank sent (ucx_post_control), one per peer */
+  char ctl[UCX_CONTROL_MAX];
+  void** ctl_reqs;
+  int ctl_posted;
 };
 
-/* A tag: the sender's rank in the low UCX_TAG_RANK_BITS, the call above.
- * Receives match on the rank bits alone (per-sender order, as before) and
- * then compare the call, so a message of another call (a rank that made a
- * different call, or one left behind by a failed call) is an error, never
- * data. */
+static void ucx_control_flush(ucx_t* u, double wait);
+
+/* A tag: the sender's rank in the low UCX_TAG_RANK_BITS, the call in the
+ * next UCX_CALL_BITS, and the top bit set for a control message.
+ *
+ * A collective's receive matches on the rank bits alone (per-sender order)
+ * and then compares the call, so a message of another call (a rank that
+ * made a different call, or one left behind by a failed call) is an error,
+ * never data.
+ *
+ * A user's send or receive (call UCX_CALL_P2P) carries, below that bit,
+ * the number of the message between the two ranks (UCX_P2P_SEQ_BITS, per
+ * direction) and the low UCX_P2P_LEN_BITS of its length, and the receive
+ * matches the whole tag. A send whose receive expects another length then
+ * matches nothing: the receiver sees the message waiting (a probe while it
+ * waits) and fails naming both lengths, and the sender, whose transfer
+ * never started, learns it from the receiver's control message instead of
+ * completing as if delivered.
+ *
+ * Control messages (ucx_post_control) are never matched by a data receive;
+ * a rank whose transfer waits sees one arrive and fails (the communicator
+ * failed elsewhere: agree.c). */
 #define UCX_TAG_RANK_BITS 24
 #define UCX_TAG_RANK_MASK ((ucp_tag_t)((1u << UCX_TAG_RANK_BITS) - 1))
+#define UCX_CALL_BITS 39
+#define UCX_CALL_MASK ((uint64_t)(((uint64_t)1 << UCX_CALL_BITS) - 1))
+#define UCX_TAG_CTRL ((ucp_tag_t)1 << 63)
+#define UCX_P2P_LEN_BITS 24
+#define UCX_P2P_SEQ_BITS 14
+
+static uint64_t ucx_p2p_call(uint32_t seq, size_t n) {
+  uint64_t s = seq & ((1u << UCX_P2P_SEQ_BITS) - 1);
+  uint64_t l = (uint64_t)n & ((1u << UCX_P2P_LEN_BITS) - 1);
+  return UCX_CALL_P2P | s << UCX_P2P_LEN_BITS | l;
+}
 
 typedef struct {
   int send;
   int peer;
   size_t bytes;
-  void* ucp; /* the UCP request, NULL when it completed at once */
+  uint64_t call; /* the call the message must carry */
+  void* ucp;     /* the UCP request, NULL when it completed at once */
 } ucx_req_t;
 
 static void ucx_err_handler(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -160,8 +196,12 @@ qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_
   u->eps = calloc((size_t)w, sizeof *u->eps);
   u->failed = calloc((size_t)w, sizeof *u->failed);
   u->args = calloc((size_t)w, sizeof *u->args);
+  u->sseq = calloc((size_t)w, sizeof *u->sseq);
+  u->rseq = calloc((size_t)w, sizeof *u->rseq);
+  u->ctl_reqs = calloc((size_t)w, sizeof *u->ctl_reqs);
   qcclResult_t r = qcclSuccess;
-  if (!u->eps || !u->failed || !u->args) r = QCCL_ERR(qcclSystemError, "out of memory");
+  if (!u->eps || !u->failed || !u->args || !u->sseq || !u->rseq || !u->ctl_reqs)
+    r = QCCL_ERR(qcclSystemError, "out of memory");
   if (r == qcclSuccess) r = ucx_make_worker(u);
   if (r == qcclSuccess) r = ucx_connect(u, boot, remote);
   if (r != qcclSuccess) {
@@ -176,6 +216,7 @@ qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_
 void ucx_close(ucx_t* u, int abort) {
   if (!u) return;
   int clean = 1;
+  ucx_control_flush(u, UCX_CONTROL_WAIT); /* what this rank told its peers goes out */
   if (u->worker && u->eps) {
     /* a normal close flushes what was sent (a finished send may still sit
      * in a local buffer); an abort, or an endpoint whose peer failed, is
@@ -214,6 +255,9 @@ void ucx_close(ucx_t* u, int abort) {
   }
   free(u->eps);
   free(u->failed);
+  free(u->sseq);
+  free(u->rseq);
+  free(u->ctl_reqs);
   if (clean) free(u->args);
   free(u);
 }
@@ -227,6 +271,129 @@ static qcclResult_t ucx_peer_state(ucx_t* u, int peer) {
   return qcclSuccess;
 }
 
+/* A control message waiting (another rank's communicator failed): the
+ * transfer that waits fails, and the caller reads what it says
+ * (ucx_take_control). */
+qcclResult_t ucx_control_seen(ucx_t* u) {
+  if (!u || !u->worker) return qcclSuccess;
+  ucp_tag_recv_info_t info;
+  if (ucp_tag_probe_nb(u->worker, UCX_TAG_CTRL, UCX_TAG_CTRL, 0, &info) == NULL) return qcclSuccess;
+  return QCCL_ERR(qcclRemoteError, "rank %d reported that its call across hosts failed",
+                  (int)(info.sender_tag & UCX_TAG_RANK_MASK));
+}
+
+/* A user's receive q waits: is a message from its peer waiting that it
+ * does not match? (Messages from one peer arrive in order, so the oldest
+ * waiting one is the one q should have matched.) */
+static qcclResult_t ucx_p2p_unmatched(ucx_t* u, const ucx_req_t* q) {
+  ucp_tag_recv_info_t info;
+  if (ucp_tag_probe_nb(u->worker, (ucp_tag_t)q->peer, UCX_TAG_RANK_MASK | UCX_TAG_CTRL, 0, &info) ==
+      NULL)
+    return qcclSuccess;
+  uint64_t call = (info.sender_tag >> UCX_TAG_RANK_BITS) & UCX_CALL_MASK;
+  if (!(call & UCX_CALL_P2P))
+    return QCCL_ERR(qcclInvalidUsage,
+                    "qcclRecv on rank %d from rank %d: rank %d sent a collective's message "
+                    "instead (the ranks' calls do not pair up)",
+                    u->rank, q->peer, q->peer);
+  if ((call >> UCX_P2P_LEN_BITS) == (q->call >> UCX_P2P_LEN_BITS))
+    return QCCL_ERR(qcclInvalidUsage,
+                    "qcclSend from rank %d has %zu bytes where the matching qcclRecv on rank %d "
+                    "expects %zu (count or datatype differ)",
+                    q->peer, info.length, u->rank, q->bytes);
+  return QCCL_ERR(qcclInvalidUsage,
+                  "the sends from rank %d and the receives on rank %d do not pair up (a message "
+                  "of %zu bytes waits where the receive expects %zu)",
+                  q->peer, u->rank, info.length, q->bytes);
+}
+
+/* A collective's transfer q waits: has a message of the same call number
+ * but other arguments arrived, from any rank? (The other ranks made
+ * another call; waiting for q would take until the timeout, e.g. when
+ * both sides of a pair think they send.) */
+static qcclResult_t ucx_call_conflict(ucx_t* u, uint64_t call) {
+  const uint64_t num = (1u << UCX_CALL_NUM_BITS) - 1;
+  ucp_tag_recv_info_t info;
+  if (ucp_tag_probe_nb(u->worker, (ucp_tag_t)(call & num) << UCX_TAG_RANK_BITS,
+                       (ucp_tag_t)(num | UCX_CALL_P2P) << UCX_TAG_RANK_BITS | UCX_TAG_CTRL, 0,
+                       &info) == NULL)
+    return qcclSuccess;
+  if (((info.sender_tag >> UCX_TAG_RANK_BITS) & UCX_CALL_MASK) == call) return qcclSuccess;
+  return QCCL_ERR(qcclInvalidUsage,
+                  "a message from rank %d of the same call as rank %d's carries other arguments: "
+                  "the ranks disagree on the collective or its arguments",
+                  (int)(info.sender_tag & UCX_TAG_RANK_MASK), u->rank);
+}
+
+qcclResult_t ucx_watch(ucx_t* u) {
+  if (!u || !u->worker) return qcclSuccess;
+  ucp_worker_progress(u->worker);
+  QCCL_CHECK(ucx_control_seen(u));
+  if (u->call == 0 || (u->call & UCX_CALL_P2P)) return qcclSuccess;
+  return ucx_call_conflict(u, u->call);
+}
+
+int ucx_peer_reachable(const ucx_t* u, int peer) {
+  return u && peer >= 0 && peer < u->nranks && u->eps[peer] && u->failed[peer] == UCS_OK;
+}
+
+void ucx_post_control(ucx_t* u, const void* msg, size_t n) {
+  if (!u || !u->worker || u->ctl_posted || n > sizeof u->ctl) return;
+  u->ctl_posted = 1;
+  memcpy(u->ctl, msg, n);
+  for (int i = 0; i < u->nranks; i++) {
+    if (!ucx_peer_reachable(u, i)) continue;
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof p);
+    void* s = ucp_tag_send_nbx(u->eps[i], u->ctl, n, UCX_TAG_CTRL | (ucp_tag_t)u->rank, &p);
+    if (UCS_PTR_IS_PTR(s)) u->ctl_reqs[i] = s;
+  }
+  ucp_worker_progress(u->worker);
+}
+
+size_t ucx_take_control(ucx_t* u, void* buf, size_t cap, int* from) {
+  if (!u || !u->worker) return 0;
+  ucp_worker_progress(u->worker);
+  ucp_tag_recv_info_t info;
+  ucp_tag_message_h m = ucp_tag_probe_nb(u->worker, UCX_TAG_CTRL, UCX_TAG_CTRL, 1, &info);
+  if (m == NULL) return 0;
+  char* tmp = malloc(info.length ? info.length : 1);
+  if (tmp == NULL) return 0;
+  ucp_request_param_t p;
+  memset(&p, 0, sizeof p);
+  void* s = ucp_tag_msg_recv_nbx(u->worker, tmp, info.length, m, &p);
+  ucs_status_t st = UCS_PTR_IS_ERR(s) ? UCS_PTR_STATUS(s) : UCS_OK;
+  if (UCS_PTR_IS_PTR(s)) {
+    double deadline = clock_now() + UCX_ABORT_WAIT;
+    while ((st = ucp_request_check_status(s)) == UCS_INPROGRESS && clock_now() < deadline)
+      ucp_worker_progress(u->worker);
+    if (st == UCS_INPROGRESS) ucp_request_cancel(u->worker, s);
+    ucp_request_free(s);
+  }
+  size_t n = 0;
+  if (st == UCS_OK) {
+    n = info.length < cap ? info.length : cap;
+    memcpy(buf, tmp, n);
+    *from = (int)(info.sender_tag & UCX_TAG_RANK_MASK);
+  }
+  free(tmp);
+  return n;
+}
+
+static void ucx_control_flush(ucx_t* u, double wait) {
+  if (!u || !u->ctl_reqs || !u->worker) return;
+  double deadline = clock_now() + wait;
+  for (int i = 0; i < u->nranks; i++) {
+    if (!u->ctl_reqs[i]) continue;
+    while (ucp_request_check_status(u->ctl_reqs[i]) == UCS_INPROGRESS && clock_now() < deadline)
+      ucp_worker_progress(u->worker);
+    if (ucp_request_check_status(u->ctl_reqs[i]) == UCS_INPROGRESS)
+      ucp_request_cancel(u->worker, u->ctl_reqs[i]);
+    ucp_request_free(u->ctl_reqs[i]);
+    u->ctl_reqs[i] = NULL;
+  }
+}
+
 static qcclResult_t ucx_post(ucx_t* u, int send, int peer, void* buf, size_t n, void** req) {
   /* a receive is posted even from a peer that is gone: what it sent before
    * leaving may be waiting in UCX's unexpected queue */
@@ -236,16 +403,25 @@ static qcclResult_t ucx_post(ucx_t* u, int send, int peer, void* buf, size_t n, 
   q->send = send;
   q->peer = peer;
   q->bytes = n;
+  q->call = u->call;
+  int p2p = (u->call & UCX_CALL_P2P) != 0;
+  if (p2p) q->call = ucx_p2p_call(send ? u->sseq[peer]++ : u->rseq[peer]++, n);
   ucp_request_param_t p;
   memset(&p, 0, sizeof p);
   void* s;
   if (send) {
     s = ucp_tag_send_nbx(u->eps[peer], buf, n,
-                         (ucp_tag_t)u->rank | (ucp_tag_t)u->call << UCX_TAG_RANK_BITS, &p);
+                         (ucp_tag_t)u->rank | (ucp_tag_t)q->call << UCX_TAG_RANK_BITS, &p);
   } else {
     /* always a request, so the received length is read in one place */
     p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    s = ucp_tag_recv_nbx(u->worker, buf, n, (ucp_tag_t)peer, UCX_TAG_RANK_MASK, &p);
+    if (p2p)
+      s = ucp_tag_recv_nbx(u->worker, buf, n,
+                           (ucp_tag_t)peer | (ucp_tag_t)q->call << UCX_TAG_RANK_BITS, ~(ucp_tag_t)0,
+                           &p);
+    else
+      s = ucp_tag_recv_nbx(u->worker, buf, n, (ucp_tag_t)peer, UCX_TAG_RANK_MASK | UCX_TAG_CTRL,
+                           &p);
   }
   if (UCS_PTR_IS_ERR(s)) {
     ucs_status_t st = UCS_PTR_STATUS(s);
@@ -275,7 +451,7 @@ static qcclResult_t ucx_test(void* ctx, void* req, int* done) {
     ucp_worker_progress(u->worker);
     ucs_status_t st;
     size_t got = q->bytes;
-    uint64_t call = u->call;
+    uint64_t call = q->call;
     if (q->send) {
       st = ucp_request_check_status(q->ucp);
     } else {
@@ -288,6 +464,9 @@ static qcclResult_t ucx_test(void* ctx, void* req, int* done) {
     }
     if (st == UCS_INPROGRESS) {
       qcclResult_t r = ucx_peer_state(u, q->peer);
+      if (r == qcclSuccess) r = ucx_control_seen(u);
+      if (r == qcclSuccess && !q->send && (q->call & UCX_CALL_P2P)) r = ucx_p2p_unmatched(u, q);
+      if (r == qcclSuccess && !(q->call & UCX_CALL_P2P)) r = ucx_call_conflict(u, q->call);
       if (r != qcclSuccess) {
         ucp_request_cancel(u->worker, q->ucp);
         ucp_request_free(q->ucp);
@@ -297,7 +476,7 @@ static qcclResult_t ucx_test(void* ctx, void* req, int* done) {
     }
     ucp_request_free(q->ucp);
     q->ucp = NULL;
-    if (st == UCS_OK && call != u->call) {
+    if (st == UCS_OK && call != q->call) {
       int peer = q->peer;
       free(q);
       return QCCL_ERR(qcclInvalidUsage,
@@ -343,15 +522,17 @@ static void ucx_cancel(void* ctx, void* req) {
 static qcclResult_t ucx_check(void* ctx, int peer) {
   ucx_t* u = ctx;
   ucp_worker_progress(u->worker);
-  return ucx_peer_state(u, peer);
+  QCCL_CHECK(ucx_peer_state(u, peer));
+  return ucx_control_seen(u);
 }
 
 void ucx_set_call(ucx_t* u, uint64_t call) {
-  if (u) u->call = call & (~(uint64_t)0 >> UCX_TAG_RANK_BITS);
+  if (u) u->call = call & UCX_CALL_MASK;
 }
 
 void ucx_break(ucx_t* u) {
   if (!u || !u->worker || !u->eps) return;
+  ucx_control_flush(u, UCX_CONTROL_WAIT); /* what this rank told its peers goes out first */
   void** reqs = calloc((size_t)u->nranks, sizeof *reqs);
   for (int i = 0; i < u->nranks; i++) {
     if (!u->eps[i]) continue;

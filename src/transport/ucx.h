@@ -18,8 +18,34 @@ typedef struct ucx ucx_t;
 qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_t** out);
 
 /* The call the next messages belong to (on every rank the same number for
- * the same call; the low 40 bits travel in every message's tag). */
+ * the same call; the low 39 bits travel in every message's tag). A call
+ * with UCX_CALL_P2P set is a user's send or receive: its messages carry
+ * their number between the two ranks and their length instead (ucx.c). */
+#define UCX_CALL_P2P ((uint64_t)1 << 38)
+/* A collective's call: its number in the low UCX_CALL_NUM_BITS, a hash of
+ * its arguments above (agree.c). A waiting transfer that sees a message of
+ * the same number with another hash waiting knows the ranks disagree. */
+#define UCX_CALL_NUM_BITS 16
 void ucx_set_call(ucx_t* u, uint64_t call);
+
+/* Control messages, apart from data (agree.c's report of a failed call):
+ * post sends msg (at most UCX_CONTROL_MAX bytes, once per ucx) to every
+ * peer still reachable, without waiting; a transfer of a peer that waits
+ * fails when one arrives. take receives one that arrived (from its
+ * sender), or returns 0 when none has. */
+#define UCX_CONTROL_MAX 768
+void ucx_post_control(ucx_t* u, const void* msg, size_t n);
+size_t ucx_take_control(ucx_t* u, void* buf, size_t cap, int* from);
+/* qcclRemoteError when a control message has arrived (not progressing
+ * the worker: cheap at the start of a call). */
+qcclResult_t ucx_control_seen(ucx_t* u);
+/* For a rank that waits on something else (its node's segment) while a
+ * call runs: progresses the worker and fails on a control message, or on
+ * a message of the current call with other arguments. Not while another
+ * thread uses u. */
+qcclResult_t ucx_watch(ucx_t* u);
+/* An endpoint to peer that has not failed. */
+int ucx_peer_reachable(const ucx_t* u, int peer);
 
 /* Closes every endpoint by force, now: the peers' transfers with this rank
  * fail promptly (the communicator failed here and will not take part in

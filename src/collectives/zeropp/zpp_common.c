@@ -99,8 +99,9 @@ qcclResult_t zpp_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream
   if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "%s: comm was finalized", fn);
   if (comm->async_error != qcclSuccess) {
     comm_tell_peers(comm);
-    return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)", fn,
-                    qcclGetErrorString(comm->async_error));
+    return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)%s%s", fn,
+                    qcclGetErrorString(comm->async_error), comm->fail_reason[0] ? ": " : "",
+                    comm->fail_reason);
   }
   if (s == NULL) return qcclSuccess; /* a call that takes no stream */
   return engine_stream_arg(fn, stream, s);
