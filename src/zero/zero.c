@@ -59,6 +59,10 @@ static qcclResult_t zero_check_config(const qcclZeroConfig_t* c, int nranks, int
            "zero_optimization.zero_hpz_partition_size",
            "is %d but the secondary group is the node, which has %d ranks here",
            c->hpzPartitionSize, local_size);
+  ZERO_REQ(c->gradAccumDtype == QCCL_ZERO_GRAD_ACCUM_AUTO || c->gradAccumDtype == qcclFloat32 ||
+               c->gradAccumDtype == qcclBfloat16 || c->gradAccumDtype == qcclFloat16,
+           "data_types.grad_accum_dtype", "is %d (qcclFloat32, qcclBfloat16, qcclFloat16 or -1)",
+           c->gradAccumDtype);
 #undef ZERO_REQ
   return qcclSuccess;
 }
