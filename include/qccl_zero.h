@@ -88,14 +88,24 @@ typedef struct qcclZeroConfig_v1 {
   int qgzBlock;                   /* qgZ block size */
   int rotate;                     /* Hadamard rotation for qwZ and qgZ */
   int errorFeedback;              /* qgZ error feedback on the inter-node hop */
+  /* data_types.grad_accum_dtype: the type the gradient shard is kept in
+   * between its reduction and the step (qcclFloat32, qcclBfloat16 or
+   * qcclFloat16), or QCCL_ZERO_GRAD_ACCUM_AUTO: the parameters' dtype when
+   * gradAccumSteps == 1 (the reduction, which sums in f32, rounds once into
+   * it: 16 bytes per parameter at stage 3), fp32 when micro-steps are
+   * accumulated (18 bytes per parameter at stage 3). */
+  int gradAccumDtype;
 } qcclZeroConfig_t;
+
+#define QCCL_ZERO_GRAD_ACCUM_AUTO (-1)
 
 #define QCCL_ZERO_CONFIG_MAGIC 0x71c2e401u
 #define QCCL_ZERO_CONFIG_INITIALIZER                                                               \
   {                                                                                                \
     sizeof(qcclZeroConfig_t), QCCL_ZERO_CONFIG_MAGIC, 1u, 1, 1, 0.0, qcclZeroAdamW, 1e-3, 0.9,     \
         0.999, 1e-8, 0.0, 0.0, 0, 10.0, 0.01, 0, 0, 0.0, 16, 1000, 2, 1.0, 500000000u, 500000000u, \
-        50000000u, 100000u, 1000000000u, 0, 0, 0, 1, 8, 256, 8, 4, 256, 0, 0                       \
+        50000000u, 100000u, 1000000000u, 0, 0, 0, 1, 8, 256, 8, 4, 256, 0, 0,                      \
+        QCCL_ZERO_GRAD_ACCUM_AUTO                                                                  \
   }
 
 /* Reads a DeepSpeed config file (JSON) into *config, which it first sets
@@ -134,8 +144,8 @@ qcclResult_t qcclZeroGather(qcclZero_t zero, int id, qcclZeroPhase_t phase, void
 qcclResult_t qcclZeroRelease(qcclZero_t zero, int id);
 
 /* Adds this micro-step's gradient of parameter id (count elements of its
- * dtype; with f16 loss scaling, of the scaled loss) into the fp32
- * accumulation. Each parameter's gradient is given once per micro-step.
+ * dtype; with f16 loss scaling, of the scaled loss) into the accumulation
+ * (gradAccumDtype). Each parameter's gradient is given once per micro-step.
  * Stage 1 accumulates locally and all-reduces at the accumulation
  * boundary; stages 2 and 3 reduce-scatter (qgZ when quantizedGradients)
  * each bucket as soon as it is complete and accumulate only the shard. */
@@ -180,7 +190,7 @@ qcclResult_t qcclZeroGetOptimizerState(qcclZero_t zero, int id, int which, float
 
 /* What this rank's engine holds (bytes, counted where it allocates). */
 typedef struct {
-  size_t stateBytes;         /* fp32 master, moments and gradient accumulation */
+  size_t stateBytes;         /* fp32 master, moments, gradient accumulation (grad_accum_dtype) */
   size_t paramBytes;         /* parameters in their dtype: stage-3 shards, resident units */
   size_t transientBytes;     /* now: gathered and prefetched units, gradient buckets */
   size_t peakTransientBytes; /* the most transientBytes has been */

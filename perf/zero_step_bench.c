@@ -17,8 +17,10 @@
  * bytes a rank sent (qcclCommGetStats), and the optimizer kernels alone
  * (qcclZeroStepInfo_t.optimizerSeconds) against the memory bound of the bytes it
  * must touch at --membw GB/s (default: measured here with memcpy of
- * 256 MiB): AdamW on the fp32 shard reads master, m, v, gradient (16 B)
- * and writes master, m, v (12 B) plus the bf16 shard (2 B) per element.
+ * 256 MiB): AdamW on the fp32 shard reads master, m, v (12 B) and the
+ * gradient shard (2 B: bf16, grad_accum_dtype's default at one micro-step)
+ * and writes master, m, v (12 B) plus the bf16 parameter shard (2 B) per
+ * element.
  */
 #include <math.h>
 #include <stdint.h>
@@ -193,7 +195,7 @@ int main(int argc, char** argv) {
   qsort(t_step + 1, (size_t)steps, sizeof(double), cmp_double);
   qsort(t_opt + 1, (size_t)steps, sizeof(double), cmp_double);
   double shard = (double)psi / W;
-  double bound = shard * 30.0 / (membw * 1e9); /* 16 B read + 14 B written per element */
+  double bound = shard * 28.0 / (membw * 1e9); /* 14 B read + 14 B written per element */
   double opt_med = t_opt[1 + steps / 2];
   if (rank == 0)
     printf(

@@ -86,6 +86,7 @@ class ZeroConfigStruct(ctypes.Structure):
         ("hpzPartitionSize", ctypes.c_int), ("qwzBits", ctypes.c_int), ("qwzBlock", ctypes.c_int),
         ("qgzIntraBits", ctypes.c_int), ("qgzInterBits", ctypes.c_int),
         ("qgzBlock", ctypes.c_int), ("rotate", ctypes.c_int), ("errorFeedback", ctypes.c_int),
+        ("gradAccumDtype", ctypes.c_int),
     ]
 
 

@@ -57,8 +57,13 @@ static qcclResult_t zero_check_config(const qcclZeroConfig_t* c, int nranks, int
            nranks);
   ZERO_REQ(c->hpzPartitionSize <= 1 || c->hpzPartitionSize == local_size,
            "zero_optimization.zero_hpz_partition_size",
-           "is %d but the secondary group is the node, which has %d ranks here",
-           c->hpzPartitionSize, local_size);
+           "is %d, but hpZ's secondary group is the node (qcclSecondaryCreate shards over the "
+           "node's ranks), which has %d ranks here: set it to %d, or to 0 or 1 for no hpZ",
+           c->hpzPartitionSize, local_size, local_size);
+  ZERO_REQ(c->gradAccumDtype == QCCL_ZERO_GRAD_ACCUM_AUTO || c->gradAccumDtype == qcclFloat32 ||
+               c->gradAccumDtype == qcclBfloat16 || c->gradAccumDtype == qcclFloat16,
+           "data_types.grad_accum_dtype", "is %d (qcclFloat32, qcclBfloat16, qcclFloat16 or -1)",
+           c->gradAccumDtype);
 #undef ZERO_REQ
   return qcclSuccess;
 }
@@ -74,6 +79,12 @@ qcclResult_t qcclZeroCreate(qcclComm_t comm, const qcclZeroConfig_t* config, qcc
   if (res == qcclSuccess) res = qcclCommNodeInfo(comm, &node, &nnodes, &local_rank, &local_size);
   if (res != qcclSuccess) return zero_fail_call(res, comm, "qcclZeroCreate: communicator query");
   ZERO_CHECK(zero_check_config(config, nranks, local_size));
+  if (config->allgatherBucketSize != 500000000u && rank == 0)
+    zero_warn(
+        "qcclZeroCreate: zero_optimization.allgather_bucket_size (%zu) has no effect: the "
+        "new parameters are all-gathered in place into each unit, which needs no buffer "
+        "for a bucket to bound",
+        config->allgatherBucketSize);
   qcclZero_t z = calloc(1, sizeof(*z));
   if (z == NULL) return zero_fail(qcclSystemError, "qcclZeroCreate: out of memory");
   z->comm = comm;

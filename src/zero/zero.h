@@ -11,8 +11,10 @@
  * of n elements is padded to W * s elements, s = ceil(n / W); rank r owns
  * elements [r * s, (r + 1) * s) (the tail past n is zero and never
  * updated). Per unit each rank holds its fp32 master shard, its optimizer
- * state shard and its fp32 gradient accumulation (the whole unit at stage
- * 1, the shard at stages 2-3); the parameters in their dtype are resident
+ * state shard and its gradient accumulation (the whole unit at stage 1,
+ * the shard at stages 2-3; in data_types.grad_accum_dtype, by default the
+ * parameters' dtype when nothing is accumulated and fp32 when
+ * gradient_accumulation_steps > 1); the parameters in their dtype are resident
  * in full (stages 1-2, persistent units) or as a shard (stage 3) plus a
  * full copy while gathered.
  */
@@ -39,24 +41,26 @@ typedef struct {
 typedef struct {
   int first, last; /* parameters [first, last) */
   qcclDataType_t dtype;
-  size_t esize;        /* bytes per element of dtype */
-  size_t n;            /* elements */
-  size_t s;            /* shard elements: ceil(n / W) */
-  size_t mine;         /* valid elements of this rank's shard: min(s, n - rank * s), >= 0 */
-  int resident;        /* full parameters always present (stages 1-2, persistent) */
-  void* full;          /* W * s elements of dtype: resident, or while gathered (stage 3) */
-  int live;            /* stage 3: gathers outstanding on full */
-  int prefetched;      /* stage 3: a fill of full is queued on the prefetch stream */
-  int pf_phase;        /* the phase of that fill */
-  qcclEvent_t ev;      /* recorded after that fill */
-  void* pshard;        /* stage 3, not resident: the parameter shard (s elements of dtype) */
-  float* master;       /* s floats */
-  float* m;            /* optimizer state (Adam / LAMB first moment, SGD momentum) */
-  float* v;            /* Adam / LAMB second moment */
-  float* gacc;         /* fp32 gradient accumulation: W * s (stage 1) or s (stages 2-3) */
-  void* stage;         /* stages 2-3: this micro-step's gradients, W * s elements of dtype */
-  int pending;         /* parameters of the unit whose gradient is still missing */
-  qcclSecondary_t sec; /* hpZ secondary shard (stage 3, not resident) */
+  size_t esize;          /* bytes per element of dtype */
+  size_t n;              /* elements */
+  size_t s;              /* shard elements: ceil(n / W) */
+  size_t mine;           /* valid elements of this rank's shard: min(s, n - rank * s), >= 0 */
+  int resident;          /* full parameters always present (stages 1-2, persistent) */
+  void* full;            /* W * s elements of dtype: resident, or while gathered (stage 3) */
+  int live;              /* stage 3: gathers outstanding on full */
+  int prefetched;        /* stage 3: a fill of full is queued on the prefetch stream */
+  int pf_phase;          /* the phase of that fill */
+  qcclEvent_t ev;        /* recorded after that fill */
+  void* pshard;          /* stage 3, not resident: the parameter shard (s elements of dtype) */
+  float* master;         /* s floats */
+  float* m;              /* optimizer state (Adam / LAMB first moment, SGD momentum) */
+  float* v;              /* Adam / LAMB second moment */
+  qcclDataType_t gdtype; /* the gradient accumulation's type (zero_grad_dtype) */
+  size_t gsize;          /* bytes per element of gdtype */
+  void* gacc;            /* gradient accumulation: W * s (stage 1) or s (stages 2-3) of gdtype */
+  void* stage;           /* stages 2-3: this micro-step's gradients, W * s elements of dtype */
+  int pending;           /* parameters of the unit whose gradient is still missing */
+  qcclSecondary_t sec;   /* hpZ secondary shard (stage 3, not resident) */
 } zero_unit_t;
 
 struct qcclZero {
@@ -123,6 +127,12 @@ void zero_store(void* buf, qcclDataType_t dtype, size_t i, float x);
 void zero_from_f32(void* dst, qcclDataType_t dtype, const float* src, size_t n);
 /* acc[i] += (float) src[i] for i < n */
 void zero_add_to_f32(float* acc, const void* src, qcclDataType_t dtype, size_t n);
+/* dst[i] = (float) src[i] for i < n */
+void zero_to_f32(float* dst, const void* src, qcclDataType_t dtype, size_t n);
+/* acc[i] = (atype) ((float) acc[i] + (float) src[i]) for i < n: the sum in
+ * f32, rounded once into acc's type (exact when acc[i] is 0) */
+void zero_accumulate(void* acc, qcclDataType_t atype, const void* src, qcclDataType_t stype,
+                     size_t n);
 
 /* ---- zero_layout.c ---- */
 /* Makes the units (once, before the first use); collective only through
@@ -138,8 +148,15 @@ void zero_transient(qcclZero_t z, long long n);
 qcclResult_t zero_grad_reduce_unit(qcclZero_t z, zero_unit_t* u);
 /* At the boundary, stage 1: all-reduces gacc of every unit. */
 qcclResult_t zero_grad_reduce_boundary(qcclZero_t z);
-/* This rank's gradient shard of unit u (mine elements of gacc). */
-float* zero_grad_shard(qcclZero_t z, zero_unit_t* u);
+/* The gradient accumulation's type for a unit of parameters of dtype. */
+qcclDataType_t zero_grad_dtype(const qcclZero_t z, qcclDataType_t dtype);
+/* This rank's gradient shard of unit u (mine elements of gacc, of u->gdtype). */
+void* zero_grad_shard(qcclZero_t z, zero_unit_t* u);
+/* Elements [lo, lo + n) of this rank's gradient shard of u in f32, scaled
+ * by scale: src[i] * scale, one f32 multiplication (out holds n floats). */
+void zero_grad_load(qcclZero_t z, zero_unit_t* u, size_t lo, size_t n, float scale, float* out);
+/* Zeroes every unit's gradient accumulation (after a step, a skip, a load). */
+void zero_grad_clear(qcclZero_t z);
 
 /* ---- zero_optim.c: one optimizer step on a shard ---- */
 typedef struct {
@@ -156,6 +173,11 @@ void zero_optim_apply(const zero_optim_args_t* a, float* w, float* m, float* v, 
  * direction (f64). */
 void zero_lamb_direction(const zero_optim_args_t* a, const float* w, float* m, float* v, float* g,
                          size_t n, double* wsq, double* usq);
+/* LAMB, between the halves: the direction u again from the updated m and v
+ * (the same operations as the first half's, so the same bits), for a
+ * gradient that is not kept in f32 between the halves. */
+void zero_lamb_redo(const zero_optim_args_t* a, const float* w, const float* m, const float* v,
+                    float* u, size_t n);
 /* LAMB, second half: w -= lr * ratio * u. */
 void zero_lamb_apply(float* w, const float* u, size_t n, float lr_ratio);
 

@@ -337,8 +337,8 @@ qcclResult_t qcclZeroLoad(qcclZero_t z, const char* dir) {
       memcpy(u->master, nm[3 * k], u->s * sizeof(float));
       memcpy(u->m, nm[3 * k + 1], u->s * sizeof(float));
       memcpy(u->v, nm[3 * k + 2], u->s * sizeof(float));
-      memset(u->gacc, 0, (z->cfg.stage == 1 ? (size_t)z->nranks * u->s : u->s) * sizeof(float));
     }
+    zero_grad_clear(z);
     z->step = m.step;
     if (z->cfg.fp16 && z->cfg.lossScale == 0.0) {
       z->scale = m.scale;

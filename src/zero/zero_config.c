@@ -218,6 +218,44 @@ static qcclResult_t zero_zopt(const zero_ctx_t* x, const json_t* o) {
   return zero_walk(x, "zero_optimization", o, keys, (int)(sizeof keys / sizeof keys[0]));
 }
 
+/* data_types.grad_accum_dtype: DeepSpeed's names of fp32, bf16 and fp16. */
+static qcclResult_t zero_data_types(const zero_ctx_t* x, const json_t* o) {
+  const json_t* v = json_object_get(o, "grad_accum_dtype");
+  if (v != NULL && !zero_is_auto(v) && !json_is_null(v)) {
+    static const struct {
+      const char* name;
+      qcclDataType_t dtype;
+    } names[] = {{"fp32", qcclFloat32},
+                 {"float32", qcclFloat32},
+                 {"float", qcclFloat32},
+                 {"torch.float32", qcclFloat32},
+                 {"bf16", qcclBfloat16},
+                 {"bfloat16", qcclBfloat16},
+                 {"torch.bfloat16", qcclBfloat16},
+                 {"fp16", qcclFloat16},
+                 {"float16", qcclFloat16},
+                 {"half", qcclFloat16},
+                 {"torch.float16", qcclFloat16}};
+    if (!json_is_string(v))
+      return zero_type_error(x, "data_types", "grad_accum_dtype", "a string", v);
+    const char* s = json_string_value(v);
+    int found = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !found; i++)
+      if (strcmp(names[i].name, s) == 0) {
+        x->cfg->gradAccumDtype = (int)names[i].dtype;
+        found = 1;
+      }
+    if (!found)
+      return zero_fail(qcclInvalidArgument,
+                       "%s: key 'data_types.grad_accum_dtype' is \"%s\" (fp32, bf16 or fp16)",
+                       x->path, s);
+  }
+  const zero_key_t keys[] = {
+      {"grad_accum_dtype", K_QUIET, NULL, NULL},
+  };
+  return zero_walk(x, "data_types", o, keys, (int)(sizeof keys / sizeof keys[0]));
+}
+
 static qcclResult_t zero_qccl_keys(const zero_ctx_t* x, const json_t* o) {
   qcclZeroConfig_t* c = x->cfg;
   const zero_key_t keys[] = {
@@ -256,6 +294,7 @@ qcclResult_t qcclZeroConfigLoad(const char* path, qcclZeroConfig_t* config) {
         {"optimizer", K_OBJ, (void*)zero_optimizer, NULL},
         {"zero_optimization", K_OBJ, (void*)zero_zopt, NULL},
         {"qccl", K_OBJ, (void*)zero_qccl_keys, NULL},
+        {"data_types", K_OBJ, (void*)zero_data_types, NULL},
         {"train_batch_size", K_QUIET, NULL, NULL},
         {"train_micro_batch_size_per_gpu", K_QUIET, NULL, NULL},
         {"steps_per_print", K_QUIET, NULL, NULL},

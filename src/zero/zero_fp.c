@@ -103,3 +103,25 @@ void zero_add_to_f32(float* acc, const void* src, qcclDataType_t dtype, size_t n
     for (size_t i = 0; i < n; i++) acc[i] += (float)s[i];
   }
 }
+
+void zero_to_f32(float* dst, const void* src, qcclDataType_t dtype, size_t n) {
+  if (dtype == qcclFloat32) {
+    memcpy(dst, src, n * sizeof(float));
+  } else if (dtype == qcclBfloat16) {
+    const uint16_t* s = src;
+    for (size_t i = 0; i < n; i++) dst[i] = zero_bf16_to_f32(s[i]);
+  } else if (dtype == qcclFloat16) {
+    const _Float16* s = src;
+    for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
+  }
+}
+
+void zero_accumulate(void* acc, qcclDataType_t atype, const void* src, qcclDataType_t stype,
+                     size_t n) {
+  if (atype == qcclFloat32) {
+    zero_add_to_f32(acc, src, stype, n);
+    return;
+  }
+  for (size_t i = 0; i < n; i++)
+    zero_store(acc, atype, i, zero_load(acc, atype, i) + zero_load(src, stype, i));
+}

@@ -204,7 +204,7 @@ qcclResult_t qcclZeroGetMemory(qcclZero_t z, qcclZeroMemory_t* mem) {
   size_t W = (size_t)z->nranks;
   for (int k = 0; k < z->nunits; k++) {
     const zero_unit_t* u = &z->units[k];
-    m.stateBytes += (3 + (z->cfg.stage == 1 ? W : 1)) * u->s * sizeof(float);
+    m.stateBytes += 3 * u->s * sizeof(float) + (z->cfg.stage == 1 ? W : 1) * u->s * u->gsize;
     m.paramBytes += (u->resident ? W : 1) * u->s * u->esize;
   }
   *mem = m;

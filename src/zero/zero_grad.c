@@ -1,16 +1,27 @@
 /*
- * zero_grad.c - gradients: accumulation in fp32 over micro-steps and the
- * reduction across ranks.
+ * zero_grad.c - gradients: their reduction across ranks and their
+ * accumulation over micro-steps, in data_types.grad_accum_dtype.
  *
- * Stage 1 adds each micro-step's gradient into a full fp32 copy of every
- * unit and all-reduces it once, at the accumulation boundary (sum, f32;
+ * The accumulation's type (zero_grad_dtype): the configured one, or by
+ * default the parameters' dtype when gradient_accumulation_steps is 1 and
+ * fp32 when it is more. With one micro-step nothing is accumulated: the
+ * reduction sums in f32 and rounds once into the parameters' dtype either
+ * way, so the 16-bit shard holds exactly what an fp32 one would (the
+ * ZeRO paper's 16 bytes per parameter at stage 3); over several
+ * micro-steps fp32 keeps the sum from being rounded at every addition.
+ *
+ * Stage 1 adds each micro-step's gradient into an accumulation of every
+ * whole unit and all-reduces it once, at the accumulation boundary
+ * (qcclAllReduce sum, which sums in f32 and rounds once into the type;
  * qcclAllReduceQ when quantized gradients are on). Stages 2 and 3 keep
  * only the shard: a unit's gradients of one micro-step are staged in the
  * parameters' dtype and, as soon as the last of them arrives, one
- * reduce-scatter (qcclReduceScatter sum, which reduces in f32 and rounds
- * once; or qgZ's qcclReduceScatterQ) hands each rank its shard, which is
- * added into its fp32 accumulation. The averaging over ranks and
- * micro-steps (and the loss scale) is applied at the boundary.
+ * reduce-scatter (qcclReduceScatter sum, f32 sums rounded once into the
+ * dtype; or qgZ's qcclReduceScatterQ) hands each rank its shard, which is
+ * added into its accumulation (the sum in f32, rounded once into the
+ * accumulation's type). The averaging over ranks and micro-steps (and the
+ * loss scale) is applied at the boundary, where the step reads the shard
+ * in f32 (zero_grad_load).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +39,26 @@ static void zero_qgz_config(const qcclZero_t z, int tag, qcclReduceScatterQConfi
   *c = d;
 }
 
-float* zero_grad_shard(qcclZero_t z, zero_unit_t* u) {
-  return z->cfg.stage == 1 ? u->gacc + (size_t)z->rank * u->s : u->gacc;
+qcclDataType_t zero_grad_dtype(const qcclZero_t z, qcclDataType_t dtype) {
+  if (z->cfg.gradAccumDtype != QCCL_ZERO_GRAD_ACCUM_AUTO)
+    return (qcclDataType_t)z->cfg.gradAccumDtype;
+  return z->cfg.gradAccumSteps == 1 ? dtype : qcclFloat32;
+}
+
+void* zero_grad_shard(qcclZero_t z, zero_unit_t* u) {
+  return z->cfg.stage == 1 ? (char*)u->gacc + (size_t)z->rank * u->s * u->gsize : u->gacc;
+}
+
+void zero_grad_load(qcclZero_t z, zero_unit_t* u, size_t lo, size_t n, float scale, float* out) {
+  zero_to_f32(out, (const char*)zero_grad_shard(z, u) + lo * u->gsize, u->gdtype, n);
+  for (size_t i = 0; i < n; i++) out[i] = out[i] * scale;
+}
+
+void zero_grad_clear(qcclZero_t z) {
+  for (int k = 0; k < z->nunits; k++) {
+    zero_unit_t* u = &z->units[k];
+    memset(u->gacc, 0, (z->cfg.stage == 1 ? (size_t)z->nranks * u->s : u->s) * u->gsize);
+  }
 }
 
 qcclResult_t qcclZeroGradient(qcclZero_t z, int id, const void* grad) {
@@ -48,7 +77,7 @@ qcclResult_t qcclZeroGradient(qcclZero_t z, int id, const void* grad) {
   p->grad_done = 1;
   u->pending--;
   if (z->cfg.stage == 1) {
-    zero_add_to_f32(u->gacc + p->offset, grad, p->dtype, p->count);
+    zero_accumulate((char*)u->gacc + p->offset * u->gsize, u->gdtype, grad, p->dtype, p->count);
     return qcclSuccess;
   }
   if (u->stage == NULL) {
@@ -62,7 +91,10 @@ qcclResult_t qcclZeroGradient(qcclZero_t z, int id, const void* grad) {
 }
 
 qcclResult_t zero_grad_reduce_unit(qcclZero_t z, zero_unit_t* u) {
-  void* shard = calloc(u->s > 0 ? u->s : 1, u->esize);
+  /* the first micro-step of a window into an accumulation of the dtype:
+   * the reduction's result is the sum (0 + x rounds to x), so it lands there */
+  int direct = z->micro == 0 && u->gdtype == u->dtype;
+  void* shard = direct ? u->gacc : calloc(u->s > 0 ? u->s : 1, u->esize);
   if (shard == NULL) return zero_fail(qcclSystemError, "out of memory for a gradient shard");
   qcclResult_t res;
   if (z->cfg.quantizedGradients) {
@@ -73,11 +105,13 @@ qcclResult_t zero_grad_reduce_unit(qcclZero_t z, zero_unit_t* u) {
     res = qcclReduceScatter(u->stage, shard, u->s, u->dtype, qcclSum, z->comm, NULL);
   }
   if (res != qcclSuccess) {
-    free(shard);
+    if (!direct) free(shard);
     return zero_fail_call(res, z->comm, "gradient reduce-scatter");
   }
-  zero_add_to_f32(u->gacc, shard, u->dtype, u->mine);
-  free(shard);
+  if (!direct) {
+    zero_accumulate(u->gacc, u->gdtype, shard, u->dtype, u->mine);
+    free(shard);
+  }
   /* the bucket's memory is returned: only the shard lives between micro-steps */
   free(u->stage);
   u->stage = NULL;
@@ -93,9 +127,9 @@ qcclResult_t zero_grad_reduce_boundary(qcclZero_t z) {
     if (z->cfg.quantizedGradients) {
       qcclReduceScatterQConfig_t c;
       zero_qgz_config(z, k, &c);
-      ZERO_QCCL(z, qcclAllReduceQ(u->gacc, u->gacc, full, qcclFloat32, qcclSum, &c, z->comm, NULL));
+      ZERO_QCCL(z, qcclAllReduceQ(u->gacc, u->gacc, full, u->gdtype, qcclSum, &c, z->comm, NULL));
     } else {
-      ZERO_QCCL(z, qcclAllReduce(u->gacc, u->gacc, full, qcclFloat32, qcclSum, z->comm, NULL));
+      ZERO_QCCL(z, qcclAllReduce(u->gacc, u->gacc, full, u->gdtype, qcclSum, z->comm, NULL));
     }
   }
   return qcclSuccess;

@@ -1,7 +1,8 @@
 /*
  * zero_layout.c - turns the registered parameters into sharded units (see
  * zero.h for the layout) and allocates every rank's part of them: master
- * and optimizer-state shards, gradient accumulation, the resident full
+ * and optimizer-state shards, gradient accumulation (in its own type,
+ * zero_grad.c), the resident full
  * parameters (stages 1-2 and persistent units) or the parameter shard and
  * the hpZ secondary shard (stage 3). Initial values come from the
  * registration (the same on every rank), so no communication is needed.
@@ -62,7 +63,9 @@ qcclResult_t zero_layout(qcclZero_t z) {
     u->master = zero_alloc(u->s * sizeof(float));
     u->m = zero_alloc(u->s * sizeof(float));
     u->v = zero_alloc(u->s * sizeof(float));
-    u->gacc = zero_alloc((stage == 1 ? full : u->s) * sizeof(float));
+    u->gdtype = zero_grad_dtype(z, u->dtype);
+    u->gsize = zero_dtype_size(u->gdtype);
+    u->gacc = zero_alloc((stage == 1 ? full : u->s) * u->gsize);
     if (u->master == NULL || u->m == NULL || u->v == NULL || u->gacc == NULL)
       return zero_fail(qcclSystemError, "out of memory for unit %d (%zu elements)", k, u->n);
     /* the full unit of initial values, in dtype */

@@ -165,3 +165,9 @@ void zero_lamb_direction(const zero_optim_args_t* a, const float* w, float* m, f
 void zero_lamb_apply(float* w, const float* u, size_t n, float lr_ratio) {
   zero_lamb_apply_isa(zero_isa(), w, u, n, lr_ratio);
 }
+
+void zero_lamb_redo(const zero_optim_args_t* a, const float* w, const float* m, const float* v,
+                    float* u, size_t n) {
+  const float wd = a->wd, eps = a->eps;
+  for (size_t i = 0; i < n; i++) u[i] = (m[i] / a->bc1) / (sqrtf(v[i] / a->bc2) + eps) + wd * w[i];
+}

@@ -3,15 +3,13 @@
  * the optimizer step.
  *
  * At the boundary every rank holds the summed gradient of its shard (see
- * zero_grad.c). It is averaged (divided by W * gradient_accumulation_steps
- * and by the loss scale); its global L2 norm comes from one all-reduce of
- * the ranks' partial sums of squares in f64, which also carries overflow:
- * an Inf or NaN on any rank makes the sum non-finite on every rank, and
- * every rank skips the step (the accumulation is dropped and the loss
- * scale lowered). Otherwise the gradient is clipped (DeepSpeed's rule:
- * scaled by max_norm / (norm + 1e-6) when that is below 1), the optimizer
- * updates the master shard (LAMB adds one all-reduce of per-parameter
- * partial norms), and the new weights are published.
+ * zero_grad.c; in the accumulation's type, read in f32). It is averaged (divided by W *
+ * gradient_accumulation_steps and by the loss scale); its global L2 norm comes from one all-reduce
+ * of the ranks' partial sums of squares in f64, which also carries overflow: an Inf or NaN on any
+ * rank makes the sum non-finite on every rank, and every rank skips the step (the accumulation is
+ * dropped and the loss scale lowered). Otherwise the gradient is clipped (DeepSpeed's rule: scaled
+ * by max_norm / (norm + 1e-6) when that is below 1), the optimizer updates the master shard (LAMB
+ * adds one all-reduce of per-parameter partial norms), and the new weights are published.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,12 +18,10 @@
 
 #include "zero.h"
 
-static void zero_clear_grads(qcclZero_t z) {
-  for (int k = 0; k < z->nunits; k++) {
-    zero_unit_t* u = &z->units[k];
-    memset(u->gacc, 0, (z->cfg.stage == 1 ? (size_t)z->nranks * u->s : u->s) * sizeof(float));
-  }
-}
+/* The step reads the gradient shard in chunks of this many elements,
+ * widened to f32 and scaled into a buffer on the stack, whatever the
+ * accumulation's type (the kernels are elementwise: chunks change no bit). */
+#define ZERO_CHUNK 2048
 
 static void zero_optim_args(const qcclZero_t z, zero_optim_args_t* a) {
   const qcclZeroConfig_t* c = &z->cfg;
@@ -41,23 +37,29 @@ static void zero_optim_args(const qcclZero_t z, zero_optim_args_t* a) {
   a->bc2 = (float)(1.0 - pow(c->beta2, (double)z->step));
 }
 
-/* LAMB over every unit: directions, one all-reduce of the per-parameter
- * partial norms, then the update with each parameter's trust ratio. */
-static qcclResult_t zero_lamb_step(qcclZero_t z, const zero_optim_args_t* a) {
+/* LAMB over every unit: directions (m and v updated), one all-reduce of
+ * the per-parameter partial norms, then the update with each parameter's
+ * trust ratio, the direction computed again from m and v (the gradient
+ * shard is not f32, so it cannot hold the direction in between). */
+static qcclResult_t zero_lamb_step(qcclZero_t z, const zero_optim_args_t* a, float gscale) {
   double* norms = calloc((size_t)z->nparams * 2, sizeof(double));
   if (norms == NULL) return zero_fail(qcclSystemError, "out of memory for LAMB norms");
   size_t r = (size_t)z->rank;
   for (int k = 0; k < z->nunits; k++) {
     zero_unit_t* u = &z->units[k];
-    float* g = zero_grad_shard(z, u);
     for (int i = u->first; i < u->last; i++) {
       zero_param_t* p = &z->params[i];
       size_t lo = r * u->s, hi = lo + u->mine; /* this rank's part of the unit */
       size_t plo = p->offset > lo ? p->offset : lo;
       size_t phi = p->offset + p->count < hi ? p->offset + p->count : hi;
       if (plo >= phi) continue;
-      zero_lamb_direction(a, u->master + (plo - lo), u->m + (plo - lo), u->v + (plo - lo),
-                          g + (plo - lo), phi - plo, &norms[2 * i], &norms[2 * i + 1]);
+      for (size_t e = plo - lo; e < phi - lo; e += ZERO_CHUNK) {
+        size_t n = phi - lo - e < ZERO_CHUNK ? phi - lo - e : ZERO_CHUNK;
+        float g[ZERO_CHUNK];
+        zero_grad_load(z, u, e, n, gscale, g);
+        zero_lamb_direction(a, u->master + e, u->m + e, u->v + e, g, n, &norms[2 * i],
+                            &norms[2 * i + 1]);
+      }
     }
   }
   qcclResult_t res =
@@ -68,7 +70,6 @@ static qcclResult_t zero_lamb_step(qcclZero_t z, const zero_optim_args_t* a) {
   }
   for (int k = 0; k < z->nunits; k++) {
     zero_unit_t* u = &z->units[k];
-    float* g = zero_grad_shard(z, u);
     for (int i = u->first; i < u->last; i++) {
       zero_param_t* p = &z->params[i];
       size_t lo = r * u->s, hi = lo + u->mine;
@@ -79,7 +80,12 @@ static qcclResult_t zero_lamb_step(qcclZero_t z, const zero_optim_args_t* a) {
       double ratio = (wn > 0.0 && un > 0.0) ? wn / un : 1.0;
       if (ratio > z->cfg.lambMaxCoeff) ratio = z->cfg.lambMaxCoeff;
       if (ratio < z->cfg.lambMinCoeff) ratio = z->cfg.lambMinCoeff;
-      zero_lamb_apply(u->master + (plo - lo), g + (plo - lo), phi - plo, (float)(a->lr * ratio));
+      for (size_t e = plo - lo; e < phi - lo; e += ZERO_CHUNK) {
+        size_t n = phi - lo - e < ZERO_CHUNK ? phi - lo - e : ZERO_CHUNK;
+        float d[ZERO_CHUNK];
+        zero_lamb_redo(a, u->master + e, u->m + e, u->v + e, d, n);
+        zero_lamb_apply(u->master + e, d, n, (float)(a->lr * ratio));
+      }
     }
   }
   free(norms);
@@ -113,15 +119,19 @@ qcclResult_t qcclZeroStep(qcclZero_t z, qcclZeroStepInfo_t* info) {
   double sq = 0.0;
   for (int k = 0; k < z->nunits; k++) {
     zero_unit_t* u = &z->units[k];
-    const float* g = zero_grad_shard(z, u);
-    for (size_t i = 0; i < u->mine; i++) {
-      double x = (double)g[i] * inv;
-      sq += x * x;
+    for (size_t e = 0; e < u->mine; e += ZERO_CHUNK) {
+      size_t n = u->mine - e < ZERO_CHUNK ? u->mine - e : ZERO_CHUNK;
+      float g[ZERO_CHUNK];
+      zero_grad_load(z, u, e, n, 1.0f, g); /* exact: a widening, times 1 */
+      for (size_t i = 0; i < n; i++) {
+        double x = (double)g[i] * inv;
+        sq += x * x;
+      }
     }
   }
   ZERO_QCCL(z, qcclAllReduce(&sq, &sq, 1, qcclFloat64, qcclSum, z->comm, NULL));
   if (!isfinite(sq)) {
-    zero_clear_grads(z);
+    zero_grad_clear(z);
     zero_scaler_update(z, 1);
     out.overflow = 1;
     out.gradNorm = sq;
@@ -136,27 +146,27 @@ qcclResult_t qcclZeroStep(qcclZero_t z, qcclZeroStepInfo_t* info) {
     if (c < 1.0) coef = c;
   }
   const float gscale = (float)(inv * coef);
-  for (int k = 0; k < z->nunits; k++) {
-    zero_unit_t* u = &z->units[k];
-    float* g = zero_grad_shard(z, u);
-    for (size_t i = 0; i < u->mine; i++) g[i] = g[i] * gscale;
-  }
   z->step++;
   zero_optim_args_t a;
   zero_optim_args(z, &a);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   if (a.kind == qcclZeroLamb) {
-    ZERO_CHECK(zero_lamb_step(z, &a));
+    ZERO_CHECK(zero_lamb_step(z, &a, gscale));
   } else {
     for (int k = 0; k < z->nunits; k++) {
       zero_unit_t* u = &z->units[k];
-      zero_optim_apply(&a, u->master, u->m, u->v, zero_grad_shard(z, u), u->mine);
+      for (size_t e = 0; e < u->mine; e += ZERO_CHUNK) {
+        size_t n = u->mine - e < ZERO_CHUNK ? u->mine - e : ZERO_CHUNK;
+        float g[ZERO_CHUNK];
+        zero_grad_load(z, u, e, n, gscale, g); /* the averaged, clipped gradient in f32 */
+        zero_optim_apply(&a, u->master + e, u->m + e, u->v + e, g, n);
+      }
     }
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   out.optimizerSeconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  zero_clear_grads(z);
+  zero_grad_clear(z);
   z->generation++;
   ZERO_CHECK(zero_publish(z));
   zero_scaler_update(z, 0);

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   EXPECT(c.qwzBits == 4 && c.qwzBlock == 128 && c.qgzIntraBits == 8 && c.qgzInterBits == 4 &&
              c.qgzBlock == 256 && c.rotate == 1 && c.errorFeedback == 1,
          "qccl keys");
+  EXPECT(c.gradAccumDtype == qcclFloat32, "data_types.grad_accum_dtype: %d", c.gradAccumDtype);
   EXPECT(strstr(err, "unknown key") == NULL, "warnings for a clean file: %s", err);
 
   qcclZeroConfig_t keep = c;
@@ -100,6 +101,15 @@ int main(int argc, char** argv) {
   EXPECT(c.stage == 1 && c.reduceBucketSize == 1000 && c.optimizer == qcclZeroSGD &&
              c.momentum == 0.9 && c.nesterov == 1 && c.lr == 0.1,
          "the known keys of ds_unknown.json");
+
+  EXPECT(c.gradAccumDtype == QCCL_ZERO_GRAD_ACCUM_AUTO, "grad_accum_dtype not given: %d",
+         c.gradAccumDtype);
+
+  r = load_capture(data(dir, "ds_badaccum.json"), &c, err, sizeof err);
+  EXPECT(r == qcclInvalidArgument &&
+             strstr(qcclZeroGetLastError(), "data_types.grad_accum_dtype") != NULL &&
+             strstr(qcclZeroGetLastError(), "int8") != NULL,
+         "int8 accumulation: %s", qcclZeroGetLastError());
 
   r = load_capture(data(dir, "ds_badjson.json"), &c, err, sizeof err);
   EXPECT(r == qcclInvalidArgument && strstr(qcclZeroGetLastError(), "ds_badjson.json") != NULL &&

@@ -1,7 +1,8 @@
 /*
  * zero_optim_isa - the AVX2 and AVX-512 optimizer kernels of src/zero
  * against the scalar definition, bit for bit: AdamW, Adam, SGD (plain,
- * momentum, Nesterov), LAMB's update and apply, for lengths 0..1000
+ * momentum, Nesterov), LAMB's update and apply (and zero_lamb_redo, the
+ * step's recomputed direction, against the update's), for lengths 0..1000
  * (every tail length of both widths), values from a printed seed that mix
  * ordinary numbers, zeros, tiny and huge magnitudes and both signs, and
  * several steps in a row (moments carried). An ISA the CPU lacks is
@@ -97,6 +98,16 @@ int main(void) {
               float* u = malloc((n + 1) * sizeof(float));
               memcpy(u, b[3], n * sizeof(float));
               zero_lamb_update_isa(which, &args, b[0], b[1], b[2], u, n);
+              /* the step's second pass recomputes the direction from m and v */
+              float* redo = malloc((n + 1) * sizeof(float));
+              zero_lamb_redo(&args, b[0], b[1], b[2], redo, n);
+              compared++;
+              if (memcmp(redo, u, n * sizeof(float)) != 0) {
+                printf("FAIL %s lamb n=%zu step %d: zero_lamb_redo differs from the direction\n",
+                       isa_name[c == 0 ? 0 : isa], n, step);
+                failed++;
+              }
+              free(redo);
               zero_lamb_apply_isa(which, b[0], u, n, 0.0123f);
               memcpy(b[3], u, n * sizeof(float)); /* compare the direction too */
               free(u);

@@ -9,7 +9,9 @@
  *   puts an Inf into one gradient at that step)  --bucket N (reduce bucket,
  *   elements)  --persist N (stage-3 persistence threshold)  --prefetch N
  *   (overlap_comm with stage3_prefetch_bucket_size N: later micro-steps must
- *   have gathers served by the prefetch, with the same checks)
+ *   have gathers served by the prefetch, with the same checks)  --accum
+ *   f32|bf16|f16 (data_types.grad_accum_dtype; default: the dtype at gas 1,
+ *   f32 above)
  *   --save DIR --save-at K: save before step K; rank 0 writes DIR/state-K.bin
  *   (masters and moments) and DIR/expect-K.bin (the masters after step K and
  *   their bound against the reference)
@@ -45,7 +47,9 @@
  *     and gas micro-steps, (W + gas + 2) u32 of the sum of magnitudes; the
  *     reduce in the dtype at stages 2-3, u_p; qgZ adds max|g_r| / qmax / 2
  *     per rank and micro-step, and the same under the 4-bit inter spec for
- *     the inter-node hop and for stage 1's qcclAllReduceQ gather) propagated to first order through
+ *     the inter-node hop and for stage 1's qcclAllReduceQ gather; a 16-bit
+ *     accumulation u_a per addition into it and, at stage 1, for its
+ *     all-reduce) propagated to first order through
  * the optimizer's formulas (moments carried from step to step, the f32 roundings of each operation
  * counted), doubled;
  *   - overflow (--inject-inf): every rank reports the step skipped, the
@@ -73,6 +77,7 @@ static const double U32 = 5.9604644775390625e-08; /* 2^-24 */
 
 typedef struct {
   int stage, gas, batch, steps, qwz, qgz, hpz, inject, opt;
+  int accum; /* data_types.grad_accum_dtype: QCCL_ZERO_GRAD_ACCUM_AUTO or a dtype (--accum) */
   double clip;
   qcclDataType_t dtype;
   size_t bucket, persist;
@@ -280,9 +285,9 @@ static size_t opt_size(const mr_t* t, const char* name, size_t def) {
 static void run(mr_t* t, const opts_t* o) {
   mr_case_t c;
   const char* dn = o->dtype == qcclFloat32 ? "f32" : o->dtype == qcclBfloat16 ? "bf16" : "f16";
-  if (!mr_case_begin(t, &c, "train stage%d opt%d %s W%d gas%d%s%s%s%s", o->stage, o->opt, dn,
-                     t->nranks, o->gas, o->qwz ? " qwz" : "", o->qgz ? " qgz" : "",
-                     o->hpz ? " hpz" : "", o->clip > 0 ? " clip" : ""))
+  if (!mr_case_begin(t, &c, "train stage%d opt%d %s W%d gas%d%s%s%s%s accum%d", o->stage, o->opt,
+                     dn, t->nranks, o->gas, o->qwz ? " qwz" : "", o->qgz ? " qgz" : "",
+                     o->hpz ? " hpz" : "", o->clip > 0 ? " clip" : "", o->accum))
     return;
   const int W = t->nranks, R = t->rank;
   qcclZeroConfig_t cfg = QCCL_ZERO_CONFIG_INITIALIZER;
@@ -329,6 +334,7 @@ static void run(mr_t* t, const opts_t* o) {
   cfg.prefetchBucketSize = o->prefetch;
   cfg.qwzBlock = 32;
   cfg.qgzBlock = 32;
+  cfg.gradAccumDtype = o->accum;
   qcclZero_t z;
   if (qcclZeroCreate(t->comm, &cfg, &z) != qcclSuccess) {
     mr_case_fail(&c, "qcclZeroCreate: %s", qcclZeroGetLastError());
@@ -557,6 +563,16 @@ static void run(mr_t* t, const opts_t* o) {
     }
     const double n_avg = (double)W * o->gas;
     double terms = up + (double)(W + o->gas + 2) * U32 + (o->stage >= 2 ? up : 0.0);
+    /* a 16-bit accumulation (data_types.grad_accum_dtype; by default the
+     * dtype when gas is 1) rounds the sum, at most its sum of magnitudes
+     * times u_a, at every addition into it (the first is exact when the
+     * types agree) and, at stage 1, in the all-reduce (f32 sums, rounded
+     * once into the accumulation's type) */
+    const qcclDataType_t adt = o->accum != QCCL_ZERO_GRAD_ACCUM_AUTO ? (qcclDataType_t)o->accum
+                               : o->gas == 1                         ? o->dtype
+                                                                     : qcclFloat32;
+    if (adt != qcclFloat32)
+      terms += u_of(adt) * (double)(o->gas - (adt == o->dtype ? 1 : 0) + (o->stage == 1 ? 1 : 0));
     for (int p = 0; p < NP; p++)
       for (size_t i = 0; i < g_count[p]; i++) {
         gs[p][i] /= n_avg;
@@ -710,6 +726,12 @@ int main(int argc, char** argv) {
   o.start = (int)opt_size(&t, "--start", 0);
   o.expect_fail = mr_opt(&t, "--expect-fail");
   o.prefetch = opt_size(&t, "--prefetch", 0);
+  const char* ac = mr_opt(&t, "--accum");
+  o.accum = ac == NULL                ? QCCL_ZERO_GRAD_ACCUM_AUTO
+            : strcmp(ac, "f32") == 0  ? qcclFloat32
+            : strcmp(ac, "bf16") == 0 ? qcclBfloat16
+            : strcmp(ac, "f16") == 0  ? qcclFloat16
+                                      : QCCL_ZERO_GRAD_ACCUM_AUTO;
   /* --stages 1,2,3 and --opts adamw,sgd run every combination */
   const char* stages = mr_opt(&t, "--stages");
   const char* opts = mr_opt(&t, "--opts");
