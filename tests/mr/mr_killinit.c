@@ -27,18 +27,25 @@
  * survivor; --rounds N (default 150), --seed S, --hosts H (rank r on
  * host id r % H: the ranks of other hosts are reached through UCX),
  * --min-kills K (kills inside init or split for the run to count; default
- * N / 4).
+ * N / 4), --netns (with --hosts 2 or 3: each host in a network namespace
+ * of its own, joined by veths through a bridge as qcclrun --nodes builds
+ * them, so bootstrap and UCX cross a real link; needs root, else exit 77).
  */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,14 +76,14 @@ static uint64_t rnd(void) {
   return rng_state;
 }
 
-static int free_port(void) {
+/* A port free on addr (the root's address: rank 0 listens there). */
+static int free_port(const char* addr) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
-  if (bind(fd, (struct sockaddr*)&a, sizeof a) != 0 ||
+  if (inet_pton(AF_INET, addr, &a.sin_addr) != 1 || bind(fd, (struct sockaddr*)&a, sizeof a) != 0 ||
       getsockname(fd, (struct sockaddr*)&a, &len) != 0)
     return 0;
   close(fd);
@@ -105,6 +112,233 @@ static int rank_main(shared_t* sh, int rank, int w, const qcclUniqueId* id) {
 static char logdir[64];
 static int hosts = 1; /* --hosts H: rank r gets QCCL_HOST_ID killinit-<r % H> (UCX between) */
 
+/* ---- --netns: each host in a network namespace of its own ----
+ *
+ * As qcclrun --nodes builds them (tools/qcclrun_net.c): a switch
+ * namespace qccl-ki-<pid>-sw holding a bridge, and per host a namespace
+ * qccl-ki-<pid>-h<h> with a veth kih<h> into the bridge, address
+ * 10.79.<pid % 250>.<h + 1>/24 (qcclrun uses 10.77.0.0/16), IPv6 off, lo
+ * and the veth up. A rank enters its host's namespace before anything
+ * else, with a UTS namespace and hostname of its own (UCX tells machines
+ * apart by it) and a sysfs of that namespace (UCX lists its network
+ * devices there), and QCCL_SOCKET_IFNAME=kih<h>. The driver lives in host
+ * 0's namespace: the unique id it makes, and MASTER_ADDR, are host 0's
+ * address. Everything is removed at exit, on SIGINT and SIGTERM, and a
+ * dead earlier run's namespaces at the next start. */
+#define NS_DIR "/var/run/netns"
+#define NS_MAX 3
+
+static struct {
+  int on, hosts;
+  pid_t owner;
+  int self_fd;
+  int fd[NS_MAX + 1];        /* hosts, then the switch */
+  int made[NS_MAX + 1];      /* its "ip netns add" succeeded */
+  char name[NS_MAX + 1][48]; /* made before: the signal handler formats nothing */
+  char addr[NS_MAX][24];
+  const char* ip;             /* path of iproute2's ip */
+  volatile pid_t ranks[MAXW]; /* the round's ranks, killed by the signal handler */
+} ns = {.self_fd = -1};
+
+/* Runs ip with the NULL-terminated arguments; 0 on success. Only fork,
+ * execve and waitpid: also called from the signal handler. Its own
+ * process group, so a Ctrl-C meant for the test does not stop a cleanup. */
+static int ns_ip(int quiet, const char* const* args) {
+  extern char** environ;
+  pid_t pid = fork();
+  int st;
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (quiet) {
+      int fd = open("/dev/null", O_WRONLY);
+      if (fd >= 0) dup2(fd, STDERR_FILENO);
+    }
+    execve(ns.ip, (char* const*)args, environ);
+    _exit(127);
+  }
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+#define NS_IP(...) ns_ip_log((const char* const[]){"ip", __VA_ARGS__, NULL})
+static int ns_ip_log(const char* const* args) {
+  if (ns_ip(0, args) == 0) return 0;
+  fprintf(stderr, "mr_killinit: command failed:");
+  for (int i = 0; args[i]; i++) fprintf(stderr, " %s", args[i]);
+  fprintf(stderr, "\n");
+  return -1;
+}
+
+/* Kills every process inside namespace name (other than this one), then
+ * deletes it. Not from the signal handler (opendir allocates). */
+static void ns_delete(const char* name) {
+  char path[300];
+  struct stat ns_st;
+  snprintf(path, sizeof path, NS_DIR "/%s", name);
+  DIR* dir = stat(path, &ns_st) == 0 ? opendir("/proc") : NULL;
+  struct dirent* e;
+  while (dir && (e = readdir(dir)) != NULL) {
+    struct stat st;
+    long pid = atol(e->d_name);
+    if (pid <= 0 || pid == (long)getpid()) continue;
+    snprintf(path, sizeof path, "/proc/%ld/ns/net", pid);
+    if (stat(path, &st) == 0 && st.st_dev == ns_st.st_dev && st.st_ino == ns_st.st_ino)
+      kill((pid_t)pid, SIGKILL);
+  }
+  if (dir) closedir(dir);
+  ns_ip(0, (const char* const[]){"ip", "netns", "del", name, NULL});
+}
+
+/* Removes what this run made. From atexit (the driver only) and, with
+ * from_signal, from the handler: kills the round's ranks, then deletes. */
+static void ns_remove(int from_signal) {
+  if (getpid() != ns.owner) return;
+  if (ns.self_fd >= 0) setns(ns.self_fd, CLONE_NEWNET);
+  for (int r = 0; r < MAXW; r++)
+    if (ns.ranks[r] > 0) kill(ns.ranks[r], SIGKILL);
+  for (int r = 0; r < MAXW; r++)
+    if (ns.ranks[r] > 0) waitpid(ns.ranks[r], NULL, 0);
+  for (int s = NS_MAX; s >= 0; s--) {
+    if (!ns.made[s]) continue;
+    ns.made[s] = 0;
+    if (from_signal)
+      ns_ip(0, (const char* const[]){"ip", "netns", "del", ns.name[s], NULL});
+    else
+      ns_delete(ns.name[s]);
+  }
+}
+
+static void ns_remove_at_exit(void) {
+  ns_remove(0);
+}
+
+static void ns_on_signal(int sig) {
+  ns_remove(1);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Namespaces qccl-ki-<pid>-* whose pid is dead (or ours: a reused pid). */
+static void ns_remove_leftovers(void) {
+  DIR* dir = opendir(NS_DIR);
+  struct dirent* e;
+  while (dir && (e = readdir(dir)) != NULL) {
+    char* end;
+    if (strncmp(e->d_name, "qccl-ki-", 8) != 0) continue;
+    long pid = strtol(e->d_name + 8, &end, 10);
+    if (end == e->d_name + 8 || *end != '-' || pid <= 0) continue;
+    if (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)) continue;
+    fprintf(stderr, "mr_killinit: removing namespace %s of a run that is gone\n", e->d_name);
+    ns_delete(e->d_name);
+  }
+  if (dir) closedir(dir);
+}
+
+/* Adds namespace slot s, opens it and turns IPv6 off inside. */
+static int ns_add(int s, int quiet) {
+  char path[128];
+  if (ns_ip(quiet, (const char* const[]){"ip", "netns", "add", ns.name[s], NULL}) != 0) return -1;
+  ns.made[s] = 1;
+  snprintf(path, sizeof path, NS_DIR "/%s", ns.name[s]);
+  if ((ns.fd[s] = open(path, O_RDONLY | O_CLOEXEC)) < 0 || setns(ns.fd[s], CLONE_NEWNET) != 0) {
+    fprintf(stderr, "mr_killinit: cannot enter %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  const char* off[] = {"/proc/sys/net/ipv6/conf/all/disable_ipv6",
+                       "/proc/sys/net/ipv6/conf/default/disable_ipv6"};
+  for (int i = 0; i < 2; i++) {
+    int fd = open(off[i], O_WRONLY | O_CLOEXEC);
+    if (fd >= 0 && write(fd, "1", 1) != 1) fprintf(stderr, "cannot write %s\n", off[i]);
+    if (fd >= 0) close(fd);
+  }
+  if (setns(ns.self_fd, CLONE_NEWNET) != 0) {
+    perror("mr_killinit: setns back");
+    abort();
+  }
+  return 0;
+}
+
+/* Builds the hosts; returns 0, 77 (skip: not root, no namespaces) or 1. */
+static int ns_setup(int h) {
+  static const char* const ips[] = {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"};
+  char ifname[16], sw_if[16], cidr[32];
+  ns.owner = getpid();
+  ns.hosts = h;
+  for (size_t i = 0; i < sizeof ips / sizeof ips[0] && !ns.ip; i++)
+    if (access(ips[i], X_OK) == 0) ns.ip = ips[i];
+  if (h < 2 || h > NS_MAX) {
+    fprintf(stderr, "mr_killinit: --netns needs --hosts 2 or 3\n");
+    return 1;
+  }
+  if (geteuid() != 0 || !ns.ip) {
+    printf("mr_killinit: skipped: --netns needs root and iproute2's ip (%s)\n",
+           geteuid() != 0 ? "not root" : "no ip command");
+    return 77;
+  }
+  if ((ns.self_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+    printf("mr_killinit: skipped: cannot open /proc/self/ns/net: %s\n", strerror(errno));
+    return 77;
+  }
+  for (int s = 0; s <= NS_MAX; s++) ns.fd[s] = -1;
+  for (int s = 0; s < h; s++) {
+    snprintf(ns.name[s], sizeof ns.name[s], "qccl-ki-%d-h%d", (int)ns.owner, s);
+    snprintf(ns.addr[s], sizeof ns.addr[s], "10.79.%d.%d", (int)ns.owner % 250, s + 1);
+  }
+  snprintf(ns.name[NS_MAX], sizeof ns.name[NS_MAX], "qccl-ki-%d-sw", (int)ns.owner);
+  ns_remove_leftovers();
+  atexit(ns_remove_at_exit);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ns_on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  if (ns_add(NS_MAX, 1) != 0) {
+    printf("mr_killinit: skipped: 'ip netns add %s' failed (no network namespaces here)\n",
+           ns.name[NS_MAX]);
+    return 77;
+  }
+  if (NS_IP("-n", ns.name[NS_MAX], "link", "add", "kibr", "up", "type", "bridge")) return 1;
+  for (int s = 0; s < h; s++) {
+    snprintf(ifname, sizeof ifname, "kih%d", s);
+    snprintf(sw_if, sizeof sw_if, "kih%d-sw", s);
+    snprintf(cidr, sizeof cidr, "%s/24", ns.addr[s]);
+    if (ns_add(s, 0) != 0 ||
+        NS_IP("-n", ns.name[NS_MAX], "link", "add", sw_if, "up", "master", "kibr", "type", "veth",
+              "peer", "name", ifname, "netns", ns.name[s]) ||
+        NS_IP("-n", ns.name[s], "addr", "add", cidr, "dev", ifname) ||
+        NS_IP("-n", ns.name[s], "link", "set", ifname, "up") ||
+        NS_IP("-n", ns.name[s], "link", "set", "lo", "up"))
+      return 1;
+  }
+  /* the driver makes unique ids on host 0 and picks MASTER_PORT there */
+  if (setns(ns.fd[0], CLONE_NEWNET) != 0 || setenv("QCCL_SOCKET_IFNAME", "kih0", 1) != 0) {
+    perror("mr_killinit: entering host 0");
+    return 1;
+  }
+  ns.on = 1;
+  printf("mr_killinit: %d hosts in namespaces %s.. on 10.79.%d.0/24\n", h, ns.name[0],
+         (int)ns.owner % 250);
+  return 0;
+}
+
+/* In a forked rank of host h: its namespace, hostname and sysfs, its veth.
+ * 0, or -1 after a message. */
+static int ns_enter(int h) {
+  char host[48], ifname[16];
+  snprintf(host, sizeof host, "qccl-ki-%d-host%d", (int)ns.owner, h);
+  snprintf(ifname, sizeof ifname, "kih%d", h);
+  if (setns(ns.fd[h], CLONE_NEWNET) != 0 || unshare(CLONE_NEWUTS) != 0 ||
+      sethostname(host, strlen(host)) != 0 || unshare(CLONE_NEWNS) != 0 ||
+      mount("", "/", NULL, MS_SLAVE | MS_REC, NULL) != 0 || umount2("/sys", MNT_DETACH) != 0 ||
+      mount(host, "/sys", "sysfs", 0, NULL) != 0 || setenv("QCCL_SOCKET_IFNAME", ifname, 1) != 0) {
+    fprintf(stderr, "mr_killinit: a rank cannot enter simulated host %d: %s\n", h, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
 /* 1 when rank pid had sent its hello to the root: its BOOT log line
  * ("host:pid:tid qccl INFO [BOOT] ... sent its hello") is in one of the
  * logs (a forked rank writes into the file its parent opened). */
@@ -125,13 +359,14 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
                      int split_kill, tally_t* t, double* took) {
   qcclUniqueId id;
   char port[16];
+  const char* root_addr = ns.on ? ns.addr[0] : "127.0.0.1";
   if (!env_flow) {
     if (qcclGetUniqueId(&id) != qcclSuccess) {
       fprintf(stderr, "qcclGetUniqueId: %s\n", qcclGetLastError(NULL));
       return 1;
     }
   } else {
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", free_port(root_addr));
   }
   pid_t pids[MAXW];
   for (int r = 0; r < w; r++) sh->phase[r] = PH_START;
@@ -139,13 +374,16 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
   for (int r = 0; r < w; r++) {
     pids[r] = fork();
     if (pids[r] == 0) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      if (ns.on && ns_enter(r % hosts) != 0) _exit(6);
       if (env_flow) {
         char v[16];
         snprintf(v, sizeof v, "%d", r);
         setenv("RANK", v, 1);
         snprintf(v, sizeof v, "%d", w);
         setenv("WORLD_SIZE", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_ADDR", root_addr, 1);
         setenv("MASTER_PORT", port, 1);
       }
       if (hosts > 1) {
@@ -155,6 +393,7 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
       }
       _exit(rank_main(sh, r, w, env_flow ? NULL : &id));
     }
+    ns.ranks[r] = pids[r];
   }
   int victim[2] = {-1, -1};
   double killed = 0;
@@ -250,6 +489,7 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
     usleep(1000);
   }
   *took = now() - t0;
+  for (int r = 0; r < w; r++) ns.ranks[r] = 0; /* reaped: the pids may be reused */
   int32_t p32[MAXW];
   for (int r = 0; r < w; r++) p32[r] = (int32_t)pids[r];
   char list[1024];
@@ -264,11 +504,24 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
 int main(int argc, char** argv) {
   int rounds = 150, min_kills = -1;
   uint64_t seed = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
-    if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
-    if (strcmp(argv[i], "--hosts") == 0) hosts = atoi(argv[i + 1]);
-    if (strcmp(argv[i], "--min-kills") == 0) min_kills = atoi(argv[i + 1]);
+  int use_netns = 0;
+  for (int i = 1; i < argc; i++) {
+    const char* v = i + 1 < argc ? argv[i + 1] : "0";
+    if (strcmp(argv[i], "--netns") == 0) {
+      use_netns = 1;
+      continue;
+    }
+    if (strcmp(argv[i], "--rounds") == 0)
+      rounds = atoi(v);
+    else if (strcmp(argv[i], "--seed") == 0)
+      seed = strtoull(v, NULL, 10);
+    else if (strcmp(argv[i], "--hosts") == 0)
+      hosts = atoi(v);
+    else if (strcmp(argv[i], "--min-kills") == 0)
+      min_kills = atoi(v);
+    else
+      continue;
+    i++;
   }
   if (seed == 0) seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
   rng_state = seed | 1;
@@ -278,6 +531,10 @@ int main(int argc, char** argv) {
   setenv("QCCL_SOCKET_IFNAME", "lo", 1);
   setenv("QCCL_TIMEOUT", "60", 1);
   setenv("QCCL_SECRET", "mr-killinit-secret-0123456789", 1); /* 16 characters at least */
+  if (use_netns) {
+    int res = ns_setup(hosts);
+    if (res != 0) return res;
+  }
   snprintf(logdir, sizeof logdir, "/tmp/mr_killinit.XXXXXX");
   if (!mkdtemp(logdir)) {
     perror("mkdtemp");
