@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,10 +290,13 @@ out:
 
 /* ---- root listener ---------------------------------------------------- */
 
+#define BOOT_ROOT_WARM_BYTES 4096
+
 typedef struct {
   int lfd;
   uint8_t secret[BOOT_SECRET_BYTES];
   double deadline;
+  sem_t* ready; /* posted once the thread has its own memory (boot_root_start) */
 } boot_root_args_t;
 
 static void boot_root_refuse(int fd, qcclResult_t why, const char* text) {
@@ -404,6 +408,11 @@ static int boot_root_take_late(void* ctx, int fd, const boot_peer_hello_t* h, in
 static void* boot_root_main(void* argp) {
   boot_root_args_t a = *(boot_root_args_t*)argp;
   free(argp);
+  /* a thread's first allocation maps its malloc arena: done before the
+   * starter returns, not while it may fork (see boot_root_start) */
+  free(malloc(BOOT_ROOT_WARM_BYTES));
+  sem_post(a.ready);
+  a.ready = NULL;
   boot_root_t st;
   boot_root_init(&st);
   boot_server_t sv = {.take = boot_root_take,
@@ -502,18 +511,32 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   }
   memcpy(a->secret, secret, BOOT_SECRET_BYTES);
   a->deadline = clock_now() + timeout;
+  /* Returns once the thread has made its malloc arena. A caller that forks
+   * ranks right after qcclGetUniqueId (a launcher, Python's fork start
+   * method) would otherwise fork while the new thread may be inside that
+   * first mmap; UCX 1.13 hooks mmap under a read lock of its own, and a
+   * child that inherits the lock held deadlocks in ucp_init (mr_killinit
+   * saw it in 1 to 4 runs of 8 with ranks on several host ids). */
+  sem_t ready;
+  sem_init(&ready, 0, 0);
+  a->ready = &ready;
   boot_fork_remember(a->lfd);
   pthread_t th;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int lfd = a->lfd;
   int e = pthread_create(&th, &attr, boot_root_main, a);
   pthread_attr_destroy(&attr);
   if (e != 0) {
-    boot_fork_close(a->lfd);
+    sem_destroy(&ready);
+    boot_fork_close(lfd);
     free(a);
     return QCCL_ERRNO(qcclSystemError, e, "pthread_create (bootstrap root)");
   }
+  while (sem_wait(&ready) != 0 && errno == EINTR) {
+  }
+  sem_destroy(&ready);
   char s[80];
   QCCL_INFO(LOG_BOOT, "bootstrap root listening on %s", sock_addr_str(&b, s, sizeof s));
   *bound = b;
