@@ -250,8 +250,11 @@ qcclResult_t coll_agree_init(qcclComm_t comm) {
 qcclResult_t coll_agree_watch(void* arg) {
 #if QCCL_HAVE_UCX
   qcclComm_t comm = arg;
+  /* the pipeline's network stage runs on another thread, on the rail's
+   * worker or (no rail: ZeRO++ over unequal hosts) on this one's */
+  if (atomic_load(&comm->rail_busy)) return qcclSuccess;
   QCCL_CHECK(ucx_watch(comm->ucx));
-  if (comm->rail && !atomic_load(&comm->rail_busy)) QCCL_CHECK(ucx_watch(comm->rail->ucx));
+  if (comm->rail) QCCL_CHECK(ucx_watch(comm->rail->ucx));
 #else
   (void)arg;
 #endif
