@@ -1,8 +1,10 @@
 /*
- * mpi_perf.c - the Open MPI peer of qccl-perf: the same driver, flags,
- * inputs, check and table (perf/perf_*.c), with MPI calls underneath.
+ * mpi_perf.c - the MPI peer of qccl-perf: the same driver, flags, inputs,
+ * check and table (perf/perf_*.c), with MPI calls underneath. compare.py
+ * builds it once per MPI, each with its own wrapper (mpicc.openmpi,
+ * mpicc.mpich, Intel MPI's mpicc), into build/peers/:
  *
- *   mpicc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Iperf perf/peers/mpi_perf.c \
+ *   mpicc.openmpi -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Iperf perf/peers/mpi_perf.c \
  *         perf/perf_args.c perf/perf_colls.c perf/perf_data.c perf/perf_driver.c \
  *         -lm -o mpi-perf
  *   mpirun --allow-run-as-root --oversubscribe -np 2 ./mpi-perf allreduce -b 1K -e 256M -f 4
@@ -223,7 +225,7 @@ int main(int argc, char** argv) {
   if (perf_args_parse(argc - 1, argv + 1, &a) != 0 || coll == NULL || a.quant.set) {
     if (m.rank == 0) {
       if (coll == NULL) fprintf(stderr, "%s: unknown collective '%s'\n", prog, name);
-      if (a.quant.set) fprintf(stderr, "%s: -q: Open MPI has no quantized collectives\n", prog);
+      if (a.quant.set) fprintf(stderr, "%s: -q: MPI has no quantized collectives\n", prog);
       perf_usage(prog, 0);
     }
     goto done;
@@ -233,6 +235,8 @@ int main(int argc, char** argv) {
   MPI_Get_library_version(version, &vlen);
   char* nl = strpbrk(version, ",\n");
   if (nl) *nl = '\0';
+  for (char* c = version; *c; c++) /* MPICH's "Version:\t4.0.2" (JSON has no raw tabs) */
+    if (*c == '\t') *c = ' ';
   perf_backend_t be = {"mpi",      version,     m.rank,           m.nranks,
                        &m,         mp_runs,     mp_allreduce_f64, mp_allgather_bytes,
                        mp_barrier, mp_supports, mp_error,         NULL,
