@@ -129,6 +129,9 @@ void zero_from_f32(void* dst, qcclDataType_t dtype, const float* src, size_t n);
 void zero_add_to_f32(float* acc, const void* src, qcclDataType_t dtype, size_t n);
 /* dst[i] = (float) src[i] for i < n */
 void zero_to_f32(float* dst, const void* src, qcclDataType_t dtype, size_t n);
+/* dst[i] = (float) src[i] * scale: the widening and one f32 multiplication,
+ * in one pass. */
+void zero_to_f32_scaled(float* dst, const void* src, qcclDataType_t dtype, size_t n, float scale);
 /* acc[i] = (atype) ((float) acc[i] + (float) src[i]) for i < n: the sum in
  * f32, rounded once into acc's type (exact when acc[i] is 0) */
 void zero_accumulate(void* acc, qcclDataType_t atype, const void* src, qcclDataType_t stype,

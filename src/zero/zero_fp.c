@@ -104,6 +104,17 @@ void zero_add_to_f32(float* acc, const void* src, qcclDataType_t dtype, size_t n
   }
 }
 
+void zero_to_f32_scaled(float* dst, const void* src, qcclDataType_t dtype, size_t n, float scale) {
+  if (dtype == qcclBfloat16) {
+    const uint16_t* s = src;
+    for (size_t i = 0; i < n; i++) dst[i] = zero_bf16_to_f32(s[i]) * scale;
+    return;
+  }
+  zero_to_f32(dst, src, dtype, n);
+  if (scale != 1.0f)
+    for (size_t i = 0; i < n; i++) dst[i] = dst[i] * scale;
+}
+
 void zero_to_f32(float* dst, const void* src, qcclDataType_t dtype, size_t n) {
   if (dtype == qcclFloat32) {
     memcpy(dst, src, n * sizeof(float));

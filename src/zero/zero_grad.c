@@ -50,8 +50,7 @@ void* zero_grad_shard(qcclZero_t z, zero_unit_t* u) {
 }
 
 void zero_grad_load(qcclZero_t z, zero_unit_t* u, size_t lo, size_t n, float scale, float* out) {
-  zero_to_f32(out, (const char*)zero_grad_shard(z, u) + lo * u->gsize, u->gdtype, n);
-  for (size_t i = 0; i < n; i++) out[i] = out[i] * scale;
+  zero_to_f32_scaled(out, (const char*)zero_grad_shard(z, u) + lo * u->gsize, u->gdtype, n, scale);
 }
 
 void zero_grad_clear(qcclZero_t z) {
