@@ -1,11 +1,7 @@
 /*
  * alltoall.c - AlltoAll inside one node.
  *
- * Two algorithms, chosen by the block size (bytes per peer; the same on
- * every rank):
- *
- * Two copy (blocks below the segment's single-copy threshold, or no CMA):
- * chunks hold W pieces of m bytes: every rank stages piece j of its block
+ * Staged (two copies): chunks hold W pieces of m bytes: every rank stages piece j of its block
  * for rank j in its slot, then reads, from each peer's slot, the piece
  * meant for it. Per rank and per byte: one write into the segment, one
  * read out.
@@ -16,10 +12,12 @@
  * output until all are done. Otherwise, with sendbuffs in qcclMemAlloc
  * memory, the two-copy schedule below reads the pieces in place.
  *
- * Single copy (cma.h): every rank publishes its sendbuff; rank r reads
- * block r of each peer's sendbuff straight into block j of its recvbuff
- * (process_vm_readv), starting with the next rank. One chunk of the
- * segment, two steps: published (3g+1), done (3g+3).
+ * Single copy (cma.h), inside the same chunks: a rank whose sendbuff is not
+ * qcclMemAlloc memory, with pieces from the single-copy threshold up,
+ * publishes its sendbuff's address instead of staging; rank r reads piece
+ * r of that peer's sendbuff straight into block j of its recvbuff with
+ * process_vm_readv at the first chunk, and the owner returns only once
+ * every rank is done. Each rank decides for its own buffer.
  *
  * In both, the own block goes straight from sendbuff to recvbuff.
  */
@@ -29,21 +27,6 @@
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-static qcclResult_t alltoall_cma(qcclComm_t comm, const char* in, char* out, size_t bytes,
-                                 int stream) {
-  shm_t* s = comm->shm;
-  int w = comm->nranks, r = comm->rank;
-  uint64_t g;
-  QCCL_CHECK(cma_begin(s, in, &g));
-  copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
-  for (int k = 1; k < w; k++) {
-    int j = (r + k) % w;
-    QCCL_CHECK(cma_read(s, j, g, (size_t)r * bytes, out + (size_t)j * bytes, bytes));
-  }
-  coll_stats_shm(comm, (size_t)(w - 1) * bytes); /* what the peers read from it */
-  return cma_end(s, g);
-}
-
 qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
   int w = comm->nranks, r = comm->rank;
@@ -51,7 +34,6 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
-  if (w > 1 && cma_use(s, bytes)) return alltoall_cma(comm, in, out, bytes, stream);
   if (w == 1) {
     copy_out(out, in, bytes, stream);
     return qcclSuccess;
@@ -59,7 +41,9 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
   size_t piece = s->chunk_bytes / (size_t)w;
   /* qcclMemAlloc memory: the peers read their pieces where they are */
   shm_reg_t reg;
-  int direct = shm_reg_find(s, in, bytes * (size_t)w, &reg);
+  int mapped = shm_reg_find(s, in, bytes * (size_t)w, &reg);
+  /* else, from CMA's threshold: the peers read their pieces single copy */
+  int direct = mapped || cma_offer(s, in, bytes, 0, &reg);
   share_job_t job = {in, out, bytes, 1};
   uint64_t g = 0;
   for (size_t off = 0; off < bytes; off += piece) {
@@ -67,7 +51,7 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
     QCCL_CHECK(shm_chunk_begin(s, &g));
     char* slot = shm_slot(s, r, g);
     shm_reg_publish(s, g, SHM_REG_IN, &reg);
-    int offered = off == 0 && share_offer(comm, g, &job, direct);
+    int offered = off == 0 && share_offer(comm, g, &job, mapped);
     if (!direct) {
       for (int j = 0; j < w; j++)
         if (j != r)
@@ -87,7 +71,15 @@ qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
     for (int k = 1; k < w; k++) {
       int j = (r + k) % w;
       const char* src;
+      uintptr_t at;
       QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
+      if (shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
+        /* single copy: the whole piece at once */
+        if (off == 0)
+          QCCL_CHECK(
+              cma_read_from(s, j, at + (uintptr_t)r * bytes, out + (size_t)j * bytes, bytes));
+        continue;
+      }
       QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, bytes * (size_t)w, &src));
       if (src == NULL)
         copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m, stream);

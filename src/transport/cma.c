@@ -73,26 +73,27 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
     }
     s->cma_min = (size_t)agreed;
     s->peers_readable = (int)readable;
-    QCCL_INFO(LOG_SHM, "rank %d: single-copy (CMA) %s, from %lld bytes per peer", s->rank,
-              agreed > 0 ? "on" : "off", (long long)agreed);
+    QCCL_INFO(
+        LOG_SHM,
+        "rank %d: single copy (CMA) %s, from %lld bytes per peer (AlltoAll; AllGather on "
+        "%d ranks or fewer, up to %zu bytes per block); qcclMemAlloc buffers are read in place",
+        s->rank, agreed > 0 ? "on" : "off", (long long)agreed, CMA_ALLGATHER_MAX_RANKS,
+        CMA_ALLGATHER_MAX_BYTES);
   }
   free(all);
   return r;
 }
 
-qcclResult_t cma_begin(shm_t* s, const void* buf, uint64_t* g) {
-  uint64_t n;
-  QCCL_CHECK(shm_chunk_begin(s, &n));
-  s->ctrl[s->rank].cma_buf = (uintptr_t)buf;
-  shm_post(s, 3 * n + 1); /* a release store: the address is visible first */
-  *g = n;
-  return qcclSuccess;
+int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg) {
+  if (!cma_use(s, block) || (max > 0 && block > max)) return 0;
+  reg->id = SHM_REG_CMA;
+  reg->off = (uint64_t)(uintptr_t)buf;
+  reg->fd = -1;
+  return 1;
 }
 
-qcclResult_t cma_read(shm_t* s, int peer, uint64_t g, size_t off, void* dst, size_t bytes) {
-  QCCL_CHECK(shm_wait_rank(s, peer, 3 * g + 1));
+qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t bytes) {
   int pid = s->ctrl[peer].pid;
-  uintptr_t src = (uintptr_t)s->ctrl[peer].cma_buf + off;
   int e = cma_copy(pid, src, dst, bytes);
   if (e == 0) return qcclSuccess;
   /* a rank that failed (saw a dead peer, say) sets the abort flag before
@@ -106,9 +107,4 @@ qcclResult_t cma_read(shm_t* s, int peer, uint64_t g, size_t off, void* dst, siz
   return QCCL_ERRNO(qcclSystemError, e,
                     "rank %d: process_vm_readv of %zu bytes at %#lx from rank %d (pid %d)", s->rank,
                     bytes, (unsigned long)src, peer, pid);
-}
-
-qcclResult_t cma_end(shm_t* s, uint64_t g) {
-  shm_post(s, 3 * g + 3);
-  return shm_wait_all(s, 3 * g + 3);
 }

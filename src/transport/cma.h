@@ -15,12 +15,13 @@
  * (Yama, seccomp: EPERM), or ranks in different pid namespaces (a wrong
  * word or ESRCH) leave the two-copy algorithms in place.
  *
- * Protocol of a single-copy call, inside one chunk g of the segment (so the
- * step sequence stays the same on every rank): each rank publishes the
- * address of its buffer in its control line and posts 3g+1; a reader waits
- * for the owner's 3g+1, reads, and posts 3g+3; nobody returns before every
- * rank posted 3g+3, since a buffer must stay valid until all its readers are
- * done.
+ * Protocol: inside the staged algorithms' chunks (so the step sequence is
+ * the same on every rank whatever each chose), a rank that offers its
+ * buffer publishes its address for the chunk instead of staging and posts
+ * 3g+1; a reader waits for the owner's 3g+1 and reads the whole block at
+ * the first chunk; the owner does not return before every rank posted the
+ * last chunk's 3g+3, since its buffer must stay valid until all its readers
+ * are done (the same rule as for qcclMemAlloc buffers read in place).
  */
 #ifndef QCCL_TRANSPORT_CMA_H_
 #define QCCL_TRANSPORT_CMA_H_
@@ -33,13 +34,19 @@
 #include "transport/shm.h"
 
 /* Default of QCCL_CMA_MIN_BYTES, the smallest block (bytes one rank reads
- * from one peer in one call) that goes single copy: 0, off. Measured on the
- * 2-core development machines (docs/PERF.md, "Single-copy path"), the
- * two-copy path beats it at every size: its slots stay in cache, so memory
- * sees each byte once either way, and it writes the output with
- * non-temporal stores, while the kernel's copy reads every destination line
- * first and pins the peer's pages call by call. */
-#define CMA_MIN_BYTES_DEFAULT 0
+ * from one peer in one call) that a rank whose buffer is not qcclMemAlloc
+ * memory lets its peers read single copy: 64 KiB. Below, the staged copy
+ * through the segment's slots (in cache) is as fast; from there, single
+ * copy was 1.2-1.6x faster for AllGather and AlltoAll at 2 and 4 ranks
+ * (docs/PERF.md, "Single copy by default"), except AllGather on more than
+ * CMA_ALLGATHER_MAX_RANKS ranks (4 ranks: 0.79-1.08x, every rank reading
+ * W-1 blocks at once) or with blocks above CMA_ALLGATHER_MAX_BYTES (the
+ * staged copy writes with streaming stores and caught up there), which
+ * stay staged. A buffer in qcclMemAlloc memory is read in place by the
+ * peers instead (faster than either). */
+#define CMA_MIN_BYTES_DEFAULT ((size_t)64 << 10)
+#define CMA_ALLGATHER_MAX_BYTES ((size_t)8 << 20)
+#define CMA_ALLGATHER_MAX_RANKS 2
 
 /* Decides s->cma_min for the segment: QCCL_CMA_MIN_BYTES (0 = off) when every
  * local rank can read every other's memory, else 0. Collective over boot
@@ -47,25 +54,21 @@
  * shm_open_segment once every rank has attached and published its pid. */
 qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot);
 
-/* 1 when a call whose per-peer block is bytes goes single copy. The same on
- * every rank for the same call. */
+/* 1 when a block of bytes may be read single copy. */
 static inline int cma_use(const shm_t* s, size_t bytes) {
   return s->cma_min > 0 && bytes >= s->cma_min;
 }
 
-/* Starts a single-copy call: takes one chunk of the segment, publishes buf
- * (the memory peers will read from; NULL for a rank nobody reads) and posts
- * 3g+1. Returns g. */
-qcclResult_t cma_begin(shm_t* s, const void* buf, uint64_t* g);
+/* For a rank's buffer buf that is not in qcclMemAlloc memory, with blocks
+ * of block bytes (at most max, 0: no limit): 1, and reg set to "read it
+ * single copy at buf" (published like a qcclMemAlloc region: shm.h,
+ * SHM_REG_CMA), when its peers should read it so instead of from its
+ * slots; else 0. Each rank decides for its own buffer; readers follow what
+ * each peer published. */
+int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg);
 
-/* Reads bytes at offset off of peer's published buffer into dst, after
- * waiting until the peer published it in chunk g. A peer that is gone gives
- * qcclRemoteError naming it; other failures qcclSystemError with errno's
- * text. */
-qcclResult_t cma_read(shm_t* s, int peer, uint64_t g, size_t off, void* dst, size_t bytes);
-
-/* Ends a single-copy call: posts 3g+3 and waits until every rank did, so
- * that published buffers are no longer read when their owners return. */
-qcclResult_t cma_end(shm_t* s, uint64_t g);
+/* Reads bytes at address src of peer (published with cma_offer; the peer
+ * posted the chunk's 3g+1) into dst with process_vm_readv. */
+qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t bytes);
 
 #endif /* QCCL_TRANSPORT_CMA_H_ */

@@ -44,7 +44,6 @@ typedef struct {
   _Atomic uint64_t step;
   int32_t pid;
   int32_t alive;
-  uint64_t cma_buf;    /* single-copy calls: the buffer peers read (cma.h) */
   uint64_t cma_probe;  /* address of a word peers read once to test CMA */
   uint64_t cma_value;  /* the word's value */
   _Atomic int32_t cpu; /* the CPU this rank last waited on (shm_wait_*) */
@@ -59,7 +58,7 @@ typedef struct {
   /* shared calls (collectives/shared_copy.c): the next unclaimed task of
    * the queue that fills this rank's recvbuff */
   _Atomic uint64_t share_next;
-  char pad[3 * SHM_LINE - 152];
+  char pad[3 * SHM_LINE - 144];
   /* the agreement check of the user's calls (collectives/agree.c): call c
    * publishes its record in check_rec[c % 2], then check_seq = c + 1 */
   _Atomic uint64_t check_seq;
@@ -136,6 +135,10 @@ typedef struct {
   int32_t fd;
 } shm_reg_t;
 
+/* The id of a buffer peers read single copy (process_vm_readv) at address
+ * off (cma.h, cma_offer) rather than through a mapping. */
+#define SHM_REG_CMA UINT64_MAX
+
 /* Looks up, once per call, the qcclMemAlloc region holding len bytes at
  * buf. Returns 1 when peers may read them there (the caller then need not
  * stage them), else 0 with reg set to "nowhere". */
@@ -148,9 +151,14 @@ int shm_reg_find(shm_t* s, const void* buf, size_t len, shm_reg_t* reg);
 void shm_reg_publish(shm_t* s, uint64_t g, int which, const shm_reg_t* reg);
 
 /* After peer posted 3g+1: its published buffer `which` for chunk g, mapped
- * here (readable and writable), or NULL when it published none. len: the
+ * here (readable and writable), or NULL when it published none or one to
+ * read single copy (SHM_REG_CMA). len: the
  * bytes from there the caller will touch; they must lie in the region. */
 qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, size_t len, const char** out);
+
+/* After peer posted 3g+1: 1 and its buffer's address when it published
+ * one to read single copy (SHM_REG_CMA), else 0. */
+int shm_reg_peer_cma(const shm_t* s, int peer, uint64_t g, int which, uintptr_t* addr);
 
 /* Drops every peer mapping (shm_close). */
 void shm_reg_unmap(shm_t* s);

@@ -58,7 +58,8 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, size_t len,
   const shm_ctrl_t* c = &s->ctrl[peer];
   uint64_t id = c->reg[g & 1][which].id;
   *out = NULL;
-  if (id == 0) return qcclSuccess;
+  /* nowhere to map (a buffer read single copy is not mapped: shm_reg_peer_cma) */
+  if (id == 0 || id == SHM_REG_CMA) return qcclSuccess;
   if (s->maps == NULL) {
     s->maps = calloc((size_t)s->nranks * SHM_PEER_MAPS, sizeof *s->maps);
     if (s->maps == NULL) return QCCL_ERR(qcclSystemError, "out of memory");
@@ -91,6 +92,13 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, size_t len,
                     len, (unsigned long long)off, m->size);
   *out = m->base + off;
   return qcclSuccess;
+}
+
+int shm_reg_peer_cma(const shm_t* s, int peer, uint64_t g, int which, uintptr_t* addr) {
+  const shm_ctrl_t* c = &s->ctrl[peer];
+  if (c->reg[g & 1][which].id != SHM_REG_CMA) return 0;
+  *addr = (uintptr_t)c->reg[g & 1][which].off;
+  return 1;
 }
 
 void shm_reg_unmap(shm_t* s) {
