@@ -52,6 +52,7 @@ static const char* const agree_kinds[] = {"AllReduce",      "Broadcast", "Reduce
 #define AGREE_NKINDS (int)(sizeof agree_kinds / sizeof agree_kinds[0])
 #define AGREE_HIST (int)(sizeof((struct qcclComm*)0)->check_hist / sizeof(uint64_t[4]))
 #define AGREE_REPORT_MAGIC 0x71636c72u /* "qclr" */
+#define AGREE_CALL_NUM_BITS 16         /* the call's number in a message's call (ucx.h) */
 #define AGREE_REPORT_WAIT 0.25         /* seconds to hear the peers' reports */
 
 qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
@@ -192,11 +193,11 @@ qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_o
    * hosts that disagree, or a message a failed call left behind, are
    * caught by the receiver */
   if (comm->nnodes > 1) {
-    /* the call's number (low UCX_CALL_NUM_BITS) and its record's hash */
-    uint64_t d = (c + 1) & ((1u << UCX_CALL_NUM_BITS) - 1);
+    /* the call's number (low AGREE_CALL_NUM_BITS) and its record's hash */
+    uint64_t d = (c + 1) & ((1u << AGREE_CALL_NUM_BITS) - 1);
     if (comm->check)
       d |= agree_fold(agree_mix(agree_mix(agree_mix(agree_mix(c + 1, rec[0]), rec[1]), rec[2]), 7))
-           << UCX_CALL_NUM_BITS;
+           << AGREE_CALL_NUM_BITS;
     coll_wire_call(comm, d & ~COLL_WIRE_P2P);
     uint64_t* h = comm->check_hist[c % AGREE_HIST];
     h[0] = c + 1;
@@ -263,6 +264,7 @@ qcclResult_t coll_agree_watch(void* arg) {
 
 /* ---- across hosts: the report of a failed call ---------------------- */
 
+#if QCCL_HAVE_UCX
 /* What a rank whose call failed tells every peer on another host (a UCX
  * control message): its record of the call, its error and message. */
 typedef struct {
@@ -281,9 +283,12 @@ static const uint64_t* agree_hist(qcclComm_t comm, uint64_t c) {
   return h[0] == c + 1 ? h + 1 : NULL;
 }
 
+#endif
+
 qcclResult_t coll_agree_failed(qcclComm_t comm, qcclResult_t r) {
 #if QCCL_HAVE_UCX
   _Static_assert(COLL_WIRE_P2P == UCX_CALL_P2P, "one bit marks a user's send or receive");
+  _Static_assert(AGREE_CALL_NUM_BITS == UCX_CALL_NUM_BITS, "the call's number in a tag");
   _Static_assert(sizeof(agree_report_t) <= UCX_CONTROL_MAX, "a report fits a control message");
   if (r == qcclSuccess || r == qcclInvalidArgument || comm->nnodes == 1 || comm->ucx == NULL ||
       engine_aborted(comm) || atomic_exchange(&comm->reported, 1))
