@@ -186,6 +186,9 @@ typedef struct {
   qcclResult_t (*watch_check)(void* ctx, const struct pollfd* p, int n);
   void* ctx;
   const char* who; /* for the log: "bootstrap root", "rank 3's ring listener" */
+  /* held by the serving thread except while it sleeps in poll() (the root
+   * thread: boot_root_main), so that fork() waits for a quiet moment */
+  pthread_mutex_t* quiet;
 } boot_server_t;
 
 static void boot_pending_drop(boot_pending_t* pend, int* np, int i, const char* who,
@@ -237,7 +240,9 @@ static qcclResult_t boot_serve(int lfd, const uint8_t* secret, double deadline,
       p[1 + np + i] = (struct pollfd){.fd = wfds[i], .events = POLLIN | POLLRDHUP, .revents = 0};
     double left = wake - now;
     int ms = left > 1.0 ? 1000 : (int)(left * 1000) + 1;
+    if (sv->quiet) pthread_mutex_unlock(sv->quiet);
     int rc = poll(p, (nfds_t)(1 + np + nw), ms);
+    if (sv->quiet) pthread_mutex_lock(sv->quiet);
     if (rc < 0 && errno != EINTR) {
       r = QCCL_ERRNO(qcclSystemError, errno, "poll");
       goto out;
@@ -291,6 +296,10 @@ out:
 /* ---- root listener ---------------------------------------------------- */
 
 #define BOOT_ROOT_WARM_BYTES 4096
+
+/* Held by root threads while they work (not while they wait in poll), and
+ * by fork()'s prepare handler (boot_fork_prepare). */
+static pthread_mutex_t boot_quiet_mu = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
   int lfd;
@@ -408,8 +417,15 @@ static int boot_root_take_late(void* ctx, int fd, const boot_peer_hello_t* h, in
 static void* boot_root_main(void* argp) {
   boot_root_args_t a = *(boot_root_args_t*)argp;
   free(argp);
-  /* a thread's first allocation maps its malloc arena: done before the
-   * starter returns, not while it may fork (see boot_root_start) */
+  /* Whatever this thread does besides waiting in poll() it does holding
+   * boot_quiet_mu, which fork() takes first (boot_fork_prepare): a
+   * launcher that forks its ranks right after qcclGetUniqueId must not fork
+   * while this thread is inside malloc or mmap, whose locks (the
+   * allocator's, a sanitizer's, UCX's mmap hook) the child would inherit
+   * held and deadlock on (mr_killinit: ucp_init, and AddressSanitizer's
+   * calloc). Its first allocation maps its malloc arena: done before the
+   * starter returns. */
+  pthread_mutex_lock(&boot_quiet_mu);
   free(malloc(BOOT_ROOT_WARM_BYTES));
   sem_post(a.ready);
   a.ready = NULL;
@@ -419,7 +435,8 @@ static void* boot_root_main(void* argp) {
                       .watch_fds = boot_root_watch_fds,
                       .watch_check = boot_root_watch_check,
                       .ctx = &st,
-                      .who = "bootstrap root"};
+                      .who = "bootstrap root",
+                      .quiet = &boot_quiet_mu};
   qcclResult_t r = boot_serve(a.lfd, a.secret, a.deadline, &sv);
   err_clear();
   boot_table_t t;
@@ -446,11 +463,15 @@ static void* boot_root_main(void* argp) {
      * their timeout (the root may just not listen yet, for all they know):
      * give each the verdict instead, until the rendezvous' deadline */
     boot_late_t late = {&t};
-    boot_server_t lv = {.take = boot_root_take_late, .ctx = &late, .who = "bootstrap root"};
+    boot_server_t lv = {.take = boot_root_take_late,
+                        .ctx = &late,
+                        .who = "bootstrap root",
+                        .quiet = &boot_quiet_mu};
     boot_serve(a.lfd, a.secret, a.deadline, &lv);
   }
   boot_fork_close(a.lfd);
   err_clear();
+  pthread_mutex_unlock(&boot_quiet_mu);
   return NULL;
 }
 
@@ -465,17 +486,20 @@ static int boot_fork_fds[BOOT_FORK_MAX];
 static int boot_fork_n;
 
 static void boot_fork_prepare(void) {
+  pthread_mutex_lock(&boot_quiet_mu);
   pthread_mutex_lock(&boot_fork_mu);
 }
 
 static void boot_fork_parent(void) {
   pthread_mutex_unlock(&boot_fork_mu);
+  pthread_mutex_unlock(&boot_quiet_mu);
 }
 
 static void boot_fork_child(void) {
   for (int i = 0; i < boot_fork_n; i++) close(boot_fork_fds[i]);
   boot_fork_n = 0;
   pthread_mutex_unlock(&boot_fork_mu);
+  pthread_mutex_unlock(&boot_quiet_mu);
 }
 
 static void boot_fork_setup(void) {
