@@ -295,8 +295,6 @@ out:
 
 /* ---- root listener ---------------------------------------------------- */
 
-#define BOOT_ROOT_WARM_BYTES 4096
-
 /* Held by root threads while they work (not while they wait in poll), and
  * by fork()'s prepare handler (boot_fork_prepare). */
 static pthread_mutex_t boot_quiet_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -305,7 +303,7 @@ typedef struct {
   int lfd;
   uint8_t secret[BOOT_SECRET_BYTES];
   double deadline;
-  sem_t* ready; /* posted once the thread has its own memory (boot_root_start) */
+  sem_t* ready; /* posted once the thread holds boot_quiet_mu (boot_root_start) */
 } boot_root_args_t;
 
 static void boot_root_refuse(int fd, qcclResult_t why, const char* text) {
@@ -415,18 +413,17 @@ static int boot_root_take_late(void* ctx, int fd, const boot_peer_hello_t* h, in
 }
 
 static void* boot_root_main(void* argp) {
-  boot_root_args_t a = *(boot_root_args_t*)argp;
-  free(argp);
   /* Whatever this thread does besides waiting in poll() it does holding
    * boot_quiet_mu, which fork() takes first (boot_fork_prepare): a
    * launcher that forks its ranks right after qcclGetUniqueId must not fork
    * while this thread is inside malloc or mmap, whose locks (the
-   * allocator's, a sanitizer's, UCX's mmap hook) the child would inherit
-   * held and deadlock on (mr_killinit: ucp_init, and AddressSanitizer's
-   * calloc). Its first allocation maps its malloc arena: done before the
-   * starter returns. */
+   * allocator's, a sanitizer's, UCX 1.13's mmap hook) the child would
+   * inherit held and deadlock on (mr_killinit: ucp_init, and
+   * AddressSanitizer's calloc). The starter returns once the thread holds
+   * it, so no fork meets the thread still starting either. */
   pthread_mutex_lock(&boot_quiet_mu);
-  free(malloc(BOOT_ROOT_WARM_BYTES));
+  boot_root_args_t a = *(boot_root_args_t*)argp;
+  free(argp);
   sem_post(a.ready);
   a.ready = NULL;
   boot_root_t st;
@@ -535,12 +532,7 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   }
   memcpy(a->secret, secret, BOOT_SECRET_BYTES);
   a->deadline = clock_now() + timeout;
-  /* Returns once the thread has made its malloc arena. A caller that forks
-   * ranks right after qcclGetUniqueId (a launcher, Python's fork start
-   * method) would otherwise fork while the new thread may be inside that
-   * first mmap; UCX 1.13 hooks mmap under a read lock of its own, and a
-   * child that inherits the lock held deadlocks in ucp_init (mr_killinit
-   * saw it in 1 to 4 runs of 8 with ranks on several host ids). */
+  /* returns once the thread holds boot_quiet_mu (see boot_root_main) */
   sem_t ready;
   sem_init(&ready, 0, 0);
   a->ready = &ready;
