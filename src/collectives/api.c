@@ -48,7 +48,7 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
     return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is not a live communicator", name);
   if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "qccl%s: comm was finalized", name);
   if (comm->async_error != qcclSuccess) {
-    comm_tell_peers(comm);
+    engine_tell_peers(comm);
     snprintf(comm->last_error, sizeof comm->last_error, "qccl%s: comm failed before (%s)%s%.400s",
              name, qcclGetErrorString(comm->async_error), comm->fail_reason[0] ? ": " : "",
              comm->fail_reason);

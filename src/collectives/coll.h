@@ -113,6 +113,7 @@ struct qcclComm {
   /* the agreement check of the user's calls (agree.c, QCCL_CHECK) */
   int check;
   _Atomic int peers_told; /* comm_tell_peers ran */
+  _Atomic int tell_asked; /* a call found the comm failed (engine_tell_peers) */
   uint64_t check_calls;   /* user's collectives checked so far */
   uint64_t* check_recs;   /* the node's records of the call being checked */
   /* across hosts: the last calls' records (call number + 1, record) and
@@ -233,7 +234,8 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
  * call tells its peers, once: the abort word of its node's segment, and
  * its UCX endpoints closed by force, so that every rank's next call fails
  * promptly instead of waiting for it, or pairing with what a failed call
- * left behind (comm.c). */
+ * left behind (comm.c). Only from the thread that holds the communicator's
+ * turn (engine.c); other threads call engine_tell_peers. */
 void comm_tell_peers(qcclComm_t comm);
 
 /* Runs one validated call (not a send / recv). */

@@ -70,7 +70,7 @@ qcclResult_t engine_comm_usable(const char* fn, qcclComm_t c) {
                     c->top->name);
   qcclResult_t e = atomic_load(&c->async_error);
   if (e != qcclSuccess) {
-    comm_tell_peers(c->top);
+    atomic_store(&c->top->tell_asked, 1); /* told as the turn ends */
     return QCCL_ERR(e, "%s: comm failed before (%s)%s%s", fn, qcclGetErrorString(e),
                     c->top->fail_reason[0] ? ": " : "", c->top->fail_reason);
   }
@@ -121,15 +121,43 @@ static void engine_end_turn(qcclComm_t c, uint64_t seq) {
   engine_unref(c);
 }
 
+/* Tells c's peers that it failed if a call asked for that while this one
+ * held the turn (engine_tell_peers): comm_tell_peers closes c's UCX
+ * endpoints, and a UCX worker is driven by one thread at a time, the
+ * turn's. */
+static void engine_tell_if_asked(qcclComm_t c) {
+  if (atomic_load(&c->top->tell_asked) && !engine_aborted(c)) comm_tell_peers(c->top);
+}
+
 /* Waits for the turns, runs, ends the turns. */
 static qcclResult_t engine_run(qcclComm_t* comms, const uint64_t* seqs, int n, engine_run_fn run,
                                void* arg) {
   qcclResult_t r = qcclSuccess;
-  for (int i = 0; i < n && r == qcclSuccess; i++)
-    if (!engine_wait_turn(comms[i], seqs[i])) r = engine_comm_usable("qccl", comms[i]);
+  int held = 0;
+  for (; held < n && r == qcclSuccess; held++)
+    if (!engine_wait_turn(comms[held], seqs[held])) r = engine_comm_usable("qccl", comms[held]);
   if (r == qcclSuccess) r = run(arg);
-  for (int i = 0; i < n; i++) engine_end_turn(comms[i], seqs[i]);
+  for (int i = 0; i < n; i++) {
+    if (i < held) engine_tell_if_asked(comms[i]);
+    engine_end_turn(comms[i], seqs[i]);
+  }
   return r;
+}
+
+void engine_tell_peers(qcclComm_t c) {
+  if (atomic_load(&c->top->peers_told)) return;
+  atomic_store(&c->top->tell_asked, 1);
+  pthread_mutex_lock(&c->eng_mu);
+  int idle = c->seq_done == c->seq_next && !atomic_load(&c->aborting);
+  uint64_t seq = 0;
+  if (idle) {
+    seq = c->seq_next++;
+    c->refs++;
+  }
+  pthread_mutex_unlock(&c->eng_mu);
+  if (!idle) return; /* the call inside tells them as it ends (engine_run) */
+  engine_tell_if_asked(c);
+  engine_end_turn(c, seq);
 }
 
 /* A call queued on a host stream. */

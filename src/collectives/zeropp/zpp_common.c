@@ -98,7 +98,7 @@ qcclResult_t zpp_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream
     return QCCL_ERR(qcclInvalidArgument, "%s: comm is not a live communicator", fn);
   if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "%s: comm was finalized", fn);
   if (comm->async_error != qcclSuccess) {
-    comm_tell_peers(comm);
+    engine_tell_peers(comm);
     return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)%s%s", fn,
                     qcclGetErrorString(comm->async_error), comm->fail_reason[0] ? ": " : "",
                     comm->fail_reason);
