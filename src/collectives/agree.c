@@ -217,7 +217,16 @@ qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_o
   shm_check_publish(s, c, rec, lazy);
   if (lazy) return qcclSuccess;
   qcclResult_t w = shm_check_collect(s, c, comm->check_recs);
-  if (w != qcclSuccess) return comm_fail(comm, w); /* a peer died or aborted meanwhile */
+  if (w != qcclSuccess) {
+    /* a peer died or aborted meanwhile; but a peer that found the
+     * disagreement first and made its next call has aborted the segment
+     * (comm_tell_peers): the records posted so far say so */
+    if (w != qcclInvalidUsage && shm_check_peek(s, comm->check_recs)) {
+      qcclResult_t v = agree_verify(comm, s, comm->check_recs);
+      if (v != qcclSuccess) return v;
+    }
+    return comm_fail(comm, w);
+  }
   return agree_verify(comm, s, comm->check_recs);
 }
 
