@@ -19,13 +19,18 @@ for line in open(sys.argv[1]):
     line = line.strip()
     if not line:
         continue
-    r = json.loads(line)["result"]
+    t = json.loads(line)
+    r = t["result"]
     if r in ("OK", "EXPECTEDFAIL"):
         p += 1
     elif r == "SKIP":
         s += 1
     else:
         f += 1
+        # what the failed test printed, last lines, so a CI log says why
+        out = (t.get("stdout") or "") + (t.get("stderr") or "")
+        sys.stderr.write("---- %s: %s; its last lines:\n" % (t["name"], r))
+        sys.stderr.write("\n".join(out.splitlines()[-30:]) + "\n")
 print(p, f, s)
 PY
 )
