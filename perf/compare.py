@@ -276,6 +276,36 @@ def load_rows(jpath):
     return None if d is None else {r["size"]: r for r in d["rows"]}
 
 
+def merge_rounds(outdir, tag, rounds):
+    """TAG.json from TAG-r0.json .. TAG-r{rounds-1}.json: per size the
+    median over the rounds of each timing (median_us, busbw_median, ...),
+    the rounds' busbw kept as busbw_rounds."""
+    runs = [load_rows(os.path.join(outdir, f"{tag}-r{r}.json")) for r in range(rounds)]
+    runs = [x for x in runs if x]
+    if not runs:
+        return
+    base = load_json(os.path.join(outdir, f"{tag}-r0.json")) or \
+        load_json(os.path.join(outdir, f"{tag}-r{rounds - 1}.json"))
+    rows = []
+    for size in sorted(runs[0]):
+        row = json.loads(json.dumps(runs[0][size]))
+        for place in ("out_of_place", "in_place"):
+            got = [x[size][place] for x in runs if size in x and x[size].get(place)]
+            if not got or row.get(place) is None:
+                continue
+            for k, v in row[place].items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "wrong":
+                    vals = [g[k] for g in got if isinstance(g.get(k), (int, float))]
+                    if vals:
+                        row[place][k] = statistics.median(vals)
+            row[place]["busbw_rounds"] = [g.get("busbw_median") for g in got]
+        rows.append(row)
+    base["rows"] = rows
+    base["rounds"] = len(runs)
+    with open(os.path.join(outdir, f"{tag}.json"), "w") as f:
+        json.dump(base, f, indent=1)
+
+
 def copybw(tools, threads, a, outdir, tag):
     jpath = os.path.join(outdir, f"copybw-t{threads}-{tag}.json")
     rc, _ = run([tools["qccl-copybw"], "-t", str(threads), "-b", str(a.minbytes), "-e",
@@ -652,6 +682,9 @@ def main():
     ap.add_argument("-e", "--maxbytes", default="256M")
     ap.add_argument("-f", "--stepfactor", type=int, default=4)
     ap.add_argument("-n", "--iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of every library per collective, interleaved; a cell is the "
+                    "median of its rounds")
     ap.add_argument("-w", "--warmup", type=int, default=2)
     ap.add_argument("-c", "--check", type=int, default=1, help="qccl's -c")
     ap.add_argument("--peer-check", type=int, default=0,
@@ -704,27 +737,34 @@ def main():
             # or high when the host's memory was quiet for a moment)
             for s, bw in copybw(tools, threads, a, outdir, f"{coll}-{n}").items():
                 bw_cache.setdefault(threads, {}).setdefault(s, []).append(bw)
-            for lib in LIBS:
-                if lib not in a.libs:
-                    continue
-                tag = f"{lib}-{coll}-{n}"
-                jpath = os.path.join(outdir, tag + ".json")
-                cmd = lib_cmd(lib, tools, coll, n, flags, jpath, a)
-                handoff(tools, outdir, tag, a.timeout)
-                res[("handoff", lib, n, coll)] = load_handoff(outdir, tag)
-                rc, secs = run(cmd, os.path.join(outdir, tag + ".log"), a.timeout,
-                               lib_env(lib, a))
-                log(f"compare: {tag}: rc {rc}, {secs:.0f} s")
-                rows = load_rows(jpath)
-                res[(lib, n, coll)] = rows
-                if rc == 2 and lib == "qccl" and coll in QUANT_PEER:
-                    res[("note", lib, n, coll)] = "not in this build (issue 7)"
-                elif rc == 77 and lib != "qccl":
-                    res[("note", lib, n, coll)] = "not offered"
-                elif rc != 0:
-                    failed.append(f"{tag} (rc {rc}, see {tag}.log)")
-                    res[("note", lib, n, coll)] = f"exit {rc}" + \
-                        (", wrong values" if rc == 1 else "")
+            # --rounds: every library once per round, the rounds one after
+            # another (interleaved), each cell the median of its rounds
+            for rnd in range(a.rounds):
+                for lib in LIBS:
+                    if lib not in a.libs:
+                        continue
+                    tag = f"{lib}-{coll}-{n}"
+                    rtag = tag + (f"-r{rnd}" if a.rounds > 1 else "")
+                    jpath = os.path.join(outdir, rtag + ".json")
+                    cmd = lib_cmd(lib, tools, coll, n, flags, jpath, a)
+                    if rnd == 0:
+                        handoff(tools, outdir, tag, a.timeout)
+                        res[("handoff", lib, n, coll)] = load_handoff(outdir, tag)
+                    rc, secs = run(cmd, os.path.join(outdir, rtag + ".log"), a.timeout,
+                                   lib_env(lib, a))
+                    log(f"compare: {rtag}: rc {rc}, {secs:.0f} s")
+                    if a.rounds > 1:
+                        merge_rounds(outdir, tag, rnd + 1)
+                    rows = load_rows(os.path.join(outdir, tag + ".json"))
+                    res[(lib, n, coll)] = rows
+                    if rc == 2 and lib == "qccl" and coll in QUANT_PEER:
+                        res[("note", lib, n, coll)] = "not in this build (issue 7)"
+                    elif rc == 77 and lib != "qccl":
+                        res[("note", lib, n, coll)] = "not offered"
+                    elif rc != 0:
+                        failed.append(f"{rtag} (rc {rc}, see {rtag}.log)")
+                        res[("note", lib, n, coll)] = f"exit {rc}" + \
+                            (", wrong values" if rc == 1 else "")
         # latency: --latency-reps runs per library, interleaved, so that a
         # moment of the VM's slow mode (microseconds per handoff) moves one
         # run, not the figure; the figure is the median of the runs' medians
@@ -763,7 +803,7 @@ def main():
 
 
 # what --replot needs besides the JSON rows of every run
-STATE_ARGS = ("ranks", "colls", "libs", "minbytes", "maxbytes", "stepfactor", "iters", "warmup",
+STATE_ARGS = ("ranks", "colls", "libs", "rounds", "minbytes", "maxbytes", "stepfactor", "iters", "warmup",
               "check", "peer_check", "latency_size", "latency_reps", "quant_format", "register")
 
 

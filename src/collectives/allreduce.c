@@ -43,6 +43,7 @@ qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
     coll_copy(a->recvbuff, a->sendbuff, a->count * es);
     return qcclSuccess;
   }
+  if (coll_allreduce_oneshot_fits(comm, a->count * es)) return coll_allreduce_oneshot(comm, a);
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;

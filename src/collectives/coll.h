@@ -76,7 +76,8 @@ struct qcclComm {
   const transport_ops_t** peer_ops;
   void** peer_ctx;
   int* peer_idx;
-  uint32_t spin; /* busy iterations before yielding while waiting */
+  uint32_t spin;         /* busy iterations before yielding while waiting */
+  int64_t oneshot_bytes; /* QCCL_ALLREDUCE_ONESHOT_BYTES of rank 0, -1: the default */
   /* placement: node of every rank (numbered by first appearance) */
   int nnodes;
   int* node_of;
@@ -247,6 +248,10 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n);
 
 /* The algorithms. */
 qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a);
+/* A small AllReduce on one host in one handoff (allreduce_oneshot.c), for
+ * the calls coll_allreduce_oneshot_fits (the same on every rank). */
+int coll_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes);
+qcclResult_t coll_allreduce_oneshot(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a);
 qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a);

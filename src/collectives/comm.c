@@ -39,6 +39,7 @@ typedef struct {
   char host[TOPO_HOST_ID_BYTES];
   int32_t pid;
   int32_t ncores;
+  int64_t oneshot; /* QCCL_ALLREDUCE_ONESHOT_BYTES, -1 unset: rank 0's counts */
 } comm_peer_info_t;
 
 qcclResult_t qcclGetVersion(int* version) {
@@ -264,7 +265,14 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   me->pid = (int32_t)getpid();
   me->ncores = host.ncores;
   c->ncores = host.ncores;
+  me->oneshot = -1;
+  if (env_get("QCCL_ALLREDUCE_ONESHOT_BYTES") != NULL)
+    QCCL_CHECK_GOTO(
+        env_get_size("QCCL_ALLREDUCE_ONESHOT_BYTES", 0, 0, (int64_t)1 << 30, &me->oneshot), r,
+        fail);
   QCCL_CHECK_GOTO(boot_allgather(boot, peers, sizeof *peers), r, fail);
+  /* every rank must pick the same AllReduce path: rank 0's value holds */
+  c->oneshot_bytes = peers[0].oneshot;
   c->nnodes = comm_place(peers, c->nranks, c->node_of);
   QCCL_CHECK_GOTO(comm_topo_build(c), r, fail);
   QCCL_CHECK_GOTO(comm_parse_algo(c), r, fail);

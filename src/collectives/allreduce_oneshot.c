@@ -1,0 +1,64 @@
+/*
+ * allreduce_oneshot.c - a small AllReduce on one host in one handoff.
+ *
+ * The chunked AllReduce (allreduce.c) splits the work: rank l reduces part
+ * l, then every rank copies the others' results out. That is two waits on
+ * every peer, and each part crosses between cores twice (staged, then
+ * reduced). For a small buffer the waits and the second crossing cost more
+ * than the arithmetic saved, so here every rank stages its whole input in
+ * its slot of the node's segment, waits once until every rank has done
+ * so, and reduces all W inputs itself, in rank order, straight into
+ * recvbuff. Every rank computes every element in the same order with the
+ * same kernel, so the results are bitwise identical on all ranks, as with
+ * the chunked path. Per rank: n bytes written to the segment, (W-1) n
+ * read from peers' slots, one wait. The slot is the chunked path's slot
+ * of the same chunk number, and the call ends by posting the chunk's last
+ * step, so the double buffering of shm_chunk_begin guards it the same
+ * way: a rank overwrites the slot only after every peer has read it.
+ *
+ * Which calls take it (coll_allreduce_oneshot_fits): at most one slot, and
+ * at most ALLREDUCE_ONESHOT_BYTES(W) bytes, which falls with W since every
+ * rank reads every input; the figures that set it are in docs/PERF.md
+ * ("Small AllReduce in one handoff"). The choice depends only on the
+ * call's size and W, which every rank shares, so all ranks pick alike.
+ * Buffers from qcclMemAlloc are staged too: below the limit the copy is
+ * cheaper than looking them up.
+ */
+#include <string.h>
+
+#include "collectives/coll.h"
+#include "collectives/reduce_kernels.h"
+#include "core/dtype.h"
+
+/* The largest call (bytes) taken here on W ranks, unless
+ * QCCL_ALLREDUCE_ONESHOT_BYTES says otherwise. */
+static size_t allreduce_oneshot_default(int w) {
+  return w <= 2 ? (size_t)32 << 10 : (size_t)1 << 10;
+}
+
+int coll_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes) {
+  shm_t* s = comm->shm;
+  if (s == NULL || comm->nranks < 2 || bytes == 0 || bytes > s->chunk_bytes) return 0;
+  size_t limit = comm->oneshot_bytes >= 0 ? (size_t)comm->oneshot_bytes
+                                          : allreduce_oneshot_default(comm->nranks);
+  return bytes <= limit;
+}
+
+qcclResult_t coll_allreduce_oneshot(qcclComm_t comm, const coll_args_t* a) {
+  shm_t* s = comm->shm;
+  int w = comm->nranks, r = comm->rank;
+  size_t n = a->count * dtype_size(a->datatype);
+  uint64_t g;
+  QCCL_CHECK(shm_chunk_begin(s, &g));
+  memcpy(shm_slot(s, r, g), a->sendbuff, n);
+  coll_stats_shm(comm, n);
+  shm_post(s, 3 * g + 1);
+  QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
+  const void* srcs[w];
+  for (int j = 0; j < w; j++) srcs[j] = j == r ? a->sendbuff : shm_slot(s, j, g);
+  /* in place, recvbuff is srcs[r] at the same offsets, which the kernel
+   * allows */
+  reduce_kernel(a->recvbuff, srcs, w, a->count, a->datatype, a->op, w);
+  shm_post(s, 3 * g + 3); /* this rank read every slot of chunk g */
+  return qcclSuccess;
+}
