@@ -20,16 +20,20 @@ static inline void ar_chunk_stage(shm_t* s, uint64_t g, const char* src, size_t 
   copy_out(slot + hi * es, src + hi * es, (m - hi) * es, stream);
 }
 
+/* peer_out[j] of a part the caller has copied already */
+#define AR_CHUNK_DONE ((const char*)1)
+
 /* Phase 3: copies the other ranks' reduced parts of chunk g to out (the
  * chunk's place in recvbuff): from their result areas, or, where peer_out
  * is given and peer_out[j] is not NULL, from the same place of rank j's
  * recvbuff (qcclMemAlloc memory it published; the chunk starts `at` bytes
- * into it). */
+ * into it); none where peer_out[j] is AR_CHUNK_DONE. */
 static inline void ar_chunk_copy_results(shm_t* s, uint64_t g, char* out, size_t m, size_t es,
                                          int stream, const char* const* peer_out, size_t at) {
   int w = s->nranks, r = s->rank;
   for (int k = 1; k < w; k++) {
     int j = (r + k) % w;
+    if (peer_out != NULL && peer_out[j] == AR_CHUNK_DONE) continue;
     size_t jl, jh;
     coll_part(m, w, j, &jl, &jh);
     const char* src =

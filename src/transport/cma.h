@@ -47,6 +47,15 @@
 #define CMA_MIN_BYTES_DEFAULT ((size_t)64 << 10)
 #define CMA_ALLGATHER_MAX_BYTES ((size_t)8 << 20)
 #define CMA_ALLGATHER_MAX_RANKS 2
+/* AllReduce (allreduce.c): its parts single copy from CMA_ALLREDUCE_MIN_BLOCK
+ * bytes per part (and CMA's threshold) in calls of at most
+ * CMA_ALLREDUCE_MAX_BYTES on at most CMA_ALLREDUCE_MAX_RANKS ranks. On 2
+ * ranks 1-16 MiB calls ran 0.65-0.90x the staged time, 256 KiB 1.15x and
+ * 64 MiB 1.04x; on 4 ranks 1.03-1.62x at every size (docs/PERF.md, "Single
+ * copy by default") */
+#define CMA_ALLREDUCE_MIN_BLOCK ((size_t)512 << 10)
+#define CMA_ALLREDUCE_MAX_BYTES ((size_t)16 << 20)
+#define CMA_ALLREDUCE_MAX_RANKS 2
 
 /* Decides s->cma_min for the segment: QCCL_CMA_MIN_BYTES (0 = off) when every
  * local rank can read every other's memory, else 0. Collective over boot
