@@ -276,6 +276,12 @@ def load_rows(jpath):
     return None if d is None else {r["size"]: r for r in d["rows"]}
 
 
+def dname(a):
+    """The element type of the sweep, short."""
+    d = getattr(a, "dtype", "float")
+    return {"float": "f32", "bfloat16": "bf16", "half": "f16", "double": "f64"}.get(d, d)
+
+
 def merge_rounds(outdir, tag, rounds):
     """TAG.json from TAG-r0.json .. TAG-r{rounds-1}.json: per size the
     median over the rounds of each timing (median_us, busbw_median, ...),
@@ -434,10 +440,13 @@ def markdown(res, bounds, a, meta, latency, bw=None):
         out.append("Peers not run: " + "; ".join(f"{k}: {v}" for k, v in meta["missing"].items())
                    + "\n")
     out.append(f"Each library: `-b {a.minbytes} -e {a.maxbytes} -f {a.stepfactor} -n {a.iters} "
-               f"-w {a.warmup}`, f32 sum, qccl with `-c {a.check}`"
+               f"-w {a.warmup}`, {dname(a)} sum, qccl with `-c {a.check}`"
                f"{' and `-R 1` (buffers from qcclMemAlloc)' if getattr(a, 'register', 0) else ''}"
                f", the peers with "
-               f"`-c {a.peer_check}`. busbw in GB/s from the **median** call time "
+               f"`-c {a.peer_check}`"
+               + (f", {a.rounds} rounds (every library once per round, in turn; each cell "
+                  f"the median of its rounds)" if getattr(a, "rounds", 1) > 1 else "")
+               + f". busbw in GB/s from the **median** call time "
                f"(out of place; nccl-tests' busbw formulas). *bound*: the busbw at which the "
                f"collective's minimal memory traffic would take exactly the copy time measured "
                f"in the same run (qccl-copybw: min(ranks, CPUs) threads, memcpy or non-temporal copy "
@@ -516,7 +525,7 @@ def compact(res, bounds, a, latency):
         out.append("# peers not run: " + "; ".join(f"{LIB_NAMES.get(k, k)}: {v}"
                                                   for k, v in a.missing.items()))
     for n in a.ranks:
-        out.append(f"# {n} ranks, f32 sum, busbw GB/s from the median call time (out of place); "
+        out.append(f"# {n} ranks, {dname(a)} sum, busbw GB/s from the median call time (out of place); "
                    f"bound: memory-copy bound measured in this run")
         head = "%-16s %9s" % ("collective", "size") + "".join("%10s" % LIB_NAMES[lib]
                                                              for lib in libs)
@@ -590,7 +599,7 @@ def plot(res, bounds, a, outdir):
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
                 lambda x, _: human(int(x)).replace("iB", "").replace(" ", "")))
             ax.set_yscale("log")
-            ax.set_title(f"{coll}, {n} ranks, f32 sum")
+            ax.set_title(f"{coll}, {n} ranks, {dname(a)} sum")
             ax.set_xlabel("size (bytes)")
             ax.set_ylabel("busbw (GB/s, median)")
             ax.grid(True, which="both", alpha=0.3)
@@ -682,6 +691,9 @@ def main():
     ap.add_argument("-e", "--maxbytes", default="256M")
     ap.add_argument("-f", "--stepfactor", type=int, default=4)
     ap.add_argument("-n", "--iters", type=int, default=10)
+    ap.add_argument("--dtype", default="float",
+                    help="qccl-perf's -d for every library (bfloat16: the MPIs have no such "
+                    "type and skip it)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of every library per collective, interleaved; a cell is the "
                     "median of its rounds")
@@ -724,7 +736,7 @@ def main():
     load_before = "%.1f %.1f %.1f" % os.getloadavg()
     tools = build_tools(a, outdir)
     flags = ["-b", str(a.minbytes), "-e", str(a.maxbytes), "-f", str(a.stepfactor), "-n",
-             str(a.iters), "-w", str(a.warmup), "-c", str(a.check), "-d", "float", "-o", "sum"]
+             str(a.iters), "-w", str(a.warmup), "-c", str(a.check), "-d", a.dtype, "-o", "sum"]
     res, bounds, latency = {}, {}, {}
     failed = []
     ncpu = os.cpu_count() or 1
@@ -803,7 +815,7 @@ def main():
 
 
 # what --replot needs besides the JSON rows of every run
-STATE_ARGS = ("ranks", "colls", "libs", "rounds", "minbytes", "maxbytes", "stepfactor", "iters", "warmup",
+STATE_ARGS = ("ranks", "colls", "libs", "rounds", "dtype", "minbytes", "maxbytes", "stepfactor", "iters", "warmup",
               "check", "peer_check", "latency_size", "latency_reps", "quant_format", "register")
 
 

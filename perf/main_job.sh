@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # perf/main_job.sh [build-dir] - the short side-by-side that the README's
 # first command (tools/main-job.sh) ends with: every collective on 4 local
-# ranks at 64 KiB, 1 MiB and 16 MiB, qccl next to Open MPI and gloo when they
-# are installed (peers that are missing are skipped, with the command that
-# installs them), then the quantization codec's table.
+# ranks at 64 KiB, 1 MiB and 16 MiB with plain (malloc) buffers, qccl next to
+# Open MPI, MPICH, Intel MPI, oneCCL and gloo when they are installed (peers
+# that are missing are skipped, with the command that installs them), the
+# last column qccl over the best peer of the cell; then the quantization
+# codec's table.
 #
 # The quantized collectives (QUANT below) run with `-q $QUANT_FORMAT` beside
 # their plain peers (allgather_q against Open MPI's and gloo's allgather), so

@@ -5,10 +5,20 @@
  * it out once. The root runs up to two chunks ahead (double buffering), so
  * staging and reading overlap. Bytes: the root writes the buffer once, each
  * other rank reads it once.
+ *
+ * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory, in
+ * a call of CMA_BROADCAST_MIN_BYTES to CMA_BROADCAST_MAX_BYTES (and from
+ * CMA's threshold) on at most CMA_BROADCAST_MAX_RANKS ranks, publishes its
+ * address at every chunk instead of staging; each other rank reads the
+ * whole buffer with process_vm_readv at the first chunk and only keeps
+ * step at the later ones, and the root returns once all have (it waits
+ * for the last chunk in any case). The chunk sequence is the same either
+ * way; the others follow what the root published.
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
+#include "transport/cma.h"
 
 qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
@@ -19,19 +29,32 @@ qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
   if (comm->nranks == 1) return qcclSuccess;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
+  /* always published, so that no reader follows an older call's address */
+  shm_reg_t reg = {0, 0, -1};
+  int cma = r == root && comm->nranks <= CMA_BROADCAST_MAX_RANKS &&
+            bytes >= CMA_BROADCAST_MIN_BYTES && !shm_reg_find(s, in, bytes, &reg) &&
+            cma_offer(s, in, bytes, CMA_BROADCAST_MAX_BYTES, &reg);
+  if (!cma) reg = (shm_reg_t){0, 0, -1};
+  int have_all = 0; /* a reader that read everything single copy */
   size_t chunks = 0;
   for (size_t off = 0; off < bytes; off += s->chunk_bytes, chunks++) {
     size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
     uint64_t g;
     if (r == root) {
       QCCL_CHECK(shm_chunk_begin(s, &g));
-      memcpy(shm_slot(s, root, g), in + off, m);
+      shm_reg_publish(s, g, SHM_REG_IN, &reg);
+      if (!cma) memcpy(shm_slot(s, root, g), in + off, m);
       coll_stats_shm(comm, m);
       shm_post(s, 3 * g + 3);
     } else {
       g = s->chunk_seq++;
       QCCL_CHECK(shm_wait_rank(s, root, 3 * g + 1));
-      copy_out(out + off, shm_slot(s, root, g), m, bytes >= COPY_STREAM_MIN_TOTAL);
+      uintptr_t at;
+      if (!have_all && shm_reg_peer_cma(s, root, g, SHM_REG_IN, &at)) {
+        QCCL_CHECK(cma_read_from(s, root, at, out, bytes));
+        have_all = 1;
+      }
+      if (!have_all) copy_out(out + off, shm_slot(s, root, g), m, bytes >= COPY_STREAM_MIN_TOTAL);
       shm_post(s, 3 * g + 3);
     }
   }

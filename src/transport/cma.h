@@ -56,6 +56,14 @@
 #define CMA_ALLREDUCE_MIN_BLOCK ((size_t)512 << 10)
 #define CMA_ALLREDUCE_MAX_BYTES ((size_t)16 << 20)
 #define CMA_ALLREDUCE_MAX_RANKS 2
+/* Broadcast (broadcast.c): the root's buffer single copy in calls of
+ * CMA_BROADCAST_MIN_BYTES to CMA_BROADCAST_MAX_BYTES on at most
+ * CMA_BROADCAST_MAX_RANKS ranks. On 2 ranks 64 KiB-1 MiB ran 0.47-0.64x
+ * the staged time, 4 MiB 0.99x, 16-64 MiB 1.07-1.72x; on 4 ranks 0.92x at
+ * 64 KiB, 1.10-1.76x above (docs/PERF.md, "Single copy by default") */
+#define CMA_BROADCAST_MIN_BYTES ((size_t)64 << 10)
+#define CMA_BROADCAST_MAX_BYTES ((size_t)2 << 20)
+#define CMA_BROADCAST_MAX_RANKS 2
 
 /* Decides s->cma_min for the segment: QCCL_CMA_MIN_BYTES (0 = off) when every
  * local rank can read every other's memory, else 0. Collective over boot
