@@ -3,8 +3,10 @@
  *
  * The root copies each chunk into its slot once; every other rank copies
  * it out once. The root runs up to two chunks ahead (double buffering), so
- * staging and reading overlap. Bytes: the root writes the buffer once, each
- * other rank reads it once.
+ * staging and reading overlap; it returns as soon as it has staged the last
+ * chunk, and each other rank once it has read it (the slots are reused only
+ * after every rank has read them: shm_chunk_begin). Bytes: the root writes
+ * the buffer once, each other rank reads it once.
  *
  * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory, in
  * a call of CMA_BROADCAST_MIN_BYTES to CMA_BROADCAST_MAX_BYTES (and from
@@ -58,5 +60,9 @@ qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
       shm_post(s, 3 * g + 3);
     }
   }
-  return coll_rooted_end(s, chunks);
+  /* only a buffer read in place must outlive its readers; a staged slot is
+   * guarded by the next call's shm_chunk_begin, so no rank waits for the
+   * others at the end (MPI's eager broadcast) */
+  if (r == root && cma) return coll_rooted_end(s, chunks);
+  return qcclSuccess;
 }
