@@ -14,10 +14,13 @@ over the first one's.
 """
 import argparse
 import collections
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,25 +46,25 @@ def main():
     run = os.path.join(a.build, "tools", "qcclrun")
     perf = os.path.join(a.build, "perf", "qccl-perf")
     times = collections.defaultdict(list)
+    tmp = tempfile.mkdtemp(prefix="env_ab-")
     for rnd in range(a.rounds):
         for w in ranks:
             for v in values:
                 iters = a.iters or ("3000" if w <= 4 else "1000")
                 env = dict(os.environ, **{a.var: v})
+                jpath = os.path.join(tmp, "run.json")
                 cmd = [run, "-n", str(w), "--", perf, a.coll, "-b", a.minbytes, "-e", a.maxbytes,
                        "-f", a.stepfactor, "-n", iters, "-w", "100", "-c", "0", "-d", a.datatype,
-                       "-R", a.register]
+                       "-R", a.register, "-J", jpath]
                 p = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if p.returncode != 0:
                     sys.stderr.write(p.stdout[-2000:] + p.stderr[-2000:])
                     sys.exit(f"env_ab: {' '.join(cmd)} with {a.var}={v} failed")
-                for line in p.stdout.splitlines():
-                    f = line.split()
-                    # [0] size count type redop root time algbw busbw wrong
-                    #     time algbw busbw wrong median_oop median_ip
-                    if len(f) >= 16 and f[0] == "[0]" and f[1].isdigit():
-                        times[(w, int(f[1]), v)].append(float(f[14]))
+                with open(jpath) as f:  # qccl-perf's JSON, as compare.py reads it
+                    for row in json.load(f)["rows"]:
+                        times[(w, row["size"], v)].append(row["out_of_place"]["median_us"])
             print(f"env_ab: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"# {a.coll} ({a.datatype}), median call time (us) of {a.rounds} interleaved rounds, "
           f"{a.var} = " + " / ".join(values))
     for w in ranks:

@@ -17,12 +17,13 @@
  * way: a rank overwrites the slot only after every peer has read it.
  *
  * Which calls take it (coll_allreduce_oneshot_fits): at most one slot, and
- * at most ALLREDUCE_ONESHOT_BYTES(W) bytes, which falls with W since every
- * rank reads every input; the figures that set it are in docs/PERF.md
- * ("Small AllReduce in one handoff"). The choice depends only on the
- * call's size and W, which every rank shares, so all ranks pick alike.
- * Buffers from qcclMemAlloc are staged too: below the limit the copy is
- * cheaper than looking them up.
+ * at most allreduce_oneshot_default(W) bytes (or rank 0's
+ * QCCL_ALLREDUCE_ONESHOT_BYTES), which falls with W since every rank reads
+ * every input; the figures that set it are in docs/PERF.md ("Plain buffers
+ * against the four peers at 2, 4 and 8 ranks"). The choice depends only on
+ * the call's size, W and rank 0's setting, which every rank shares, so all
+ * ranks pick alike. Buffers from qcclMemAlloc are staged too (reading them
+ * in place was not measured at these sizes).
  */
 #include <string.h>
 

@@ -13,9 +13,10 @@
  * CMA's threshold) on at most CMA_BROADCAST_MAX_RANKS ranks, publishes its
  * address at every chunk instead of staging; each other rank reads the
  * whole buffer with process_vm_readv at the first chunk and only keeps
- * step at the later ones, and the root returns once all have (it waits
- * for the last chunk in any case). The chunk sequence is the same either
- * way; the others follow what the root published.
+ * step at the later ones, and the root returns only once every rank has
+ * posted the last chunk (its buffer must outlive the reads). The chunk
+ * sequence is the same either way; the others follow what the root
+ * published.
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
@@ -31,12 +32,12 @@ qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
   if (comm->nranks == 1) return qcclSuccess;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  /* always published, so that no reader follows an older call's address */
-  shm_reg_t reg = {0, 0, -1};
+  /* always published (id 0: staged), so that no reader follows an older
+   * call's address */
+  shm_reg_t reg = {0, 0, -1}, mapped;
   int cma = r == root && comm->nranks <= CMA_BROADCAST_MAX_RANKS &&
-            bytes >= CMA_BROADCAST_MIN_BYTES && !shm_reg_find(s, in, bytes, &reg) &&
+            bytes >= CMA_BROADCAST_MIN_BYTES && !shm_reg_find(s, in, bytes, &mapped) &&
             cma_offer(s, in, bytes, CMA_BROADCAST_MAX_BYTES, &reg);
-  if (!cma) reg = (shm_reg_t){0, 0, -1};
   int have_all = 0; /* a reader that read everything single copy */
   size_t chunks = 0;
   for (size_t off = 0; off < bytes; off += s->chunk_bytes, chunks++) {

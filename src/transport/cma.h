@@ -51,8 +51,8 @@
  * bytes per part (and CMA's threshold) in calls of at most
  * CMA_ALLREDUCE_MAX_BYTES on at most CMA_ALLREDUCE_MAX_RANKS ranks. On 2
  * ranks 1-16 MiB calls ran 0.65-0.90x the staged time, 256 KiB 1.15x and
- * 64 MiB 1.04x; on 4 ranks 1.03-1.62x at every size (docs/PERF.md, "Single
- * copy by default") */
+ * 64 MiB 1.04x; on 4 ranks 1.03-1.62x at every size (docs/PERF.md, "Plain
+ * buffers against the four peers at 2, 4 and 8 ranks") */
 #define CMA_ALLREDUCE_MIN_BLOCK ((size_t)512 << 10)
 #define CMA_ALLREDUCE_MAX_BYTES ((size_t)16 << 20)
 #define CMA_ALLREDUCE_MAX_RANKS 2
@@ -60,7 +60,8 @@
  * CMA_BROADCAST_MIN_BYTES to CMA_BROADCAST_MAX_BYTES on at most
  * CMA_BROADCAST_MAX_RANKS ranks. On 2 ranks 64 KiB-1 MiB ran 0.47-0.64x
  * the staged time, 4 MiB 0.99x, 16-64 MiB 1.07-1.72x; on 4 ranks 0.92x at
- * 64 KiB, 1.10-1.76x above (docs/PERF.md, "Single copy by default") */
+ * 64 KiB, 1.10-1.76x above (docs/PERF.md, "Plain buffers against the four
+ * peers at 2, 4 and 8 ranks") */
 #define CMA_BROADCAST_MIN_BYTES ((size_t)64 << 10)
 #define CMA_BROADCAST_MAX_BYTES ((size_t)2 << 20)
 #define CMA_BROADCAST_MAX_RANKS 2
