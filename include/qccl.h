@@ -309,12 +309,17 @@ qcclResult_t qcclGroupEnd(void);
  * Host streams and events (src/core/stream.c, collectives/engine.c)
  *
  * A host stream runs the calls queued on it in the order they were queued,
- * one after the other, on a thread of its own. Calls of one communicator
- * run in the order they were issued (queued or called with stream NULL),
- * whatever their streams: as with NCCL, every rank must issue a
- * communicator's calls in the same order. Calls of different communicators
- * on different streams run concurrently. A group (qcclGroupStart/End) is
- * one queued unit; all its calls must name the same stream.
+ * one after the other, on a thread of its own. As with NCCL, every rank
+ * must issue a communicator's calls in the same order (queued or called
+ * with stream NULL, whatever their streams). A communicator's plain
+ * collectives take turns on QCCL_LANES lanes (2 by default): the k-th runs
+ * on lane k % QCCL_LANES, after the lane's previous call, so collectives on
+ * different streams progress concurrently; a group of several calls,
+ * sends and receives, the ZeRO++ calls, and the first call of each lane
+ * (which sets the lane up) run after every call issued before them. Calls
+ * of different communicators on different streams run concurrently. A
+ * group (qcclGroupStart/End) is one queued unit; all its calls must name
+ * the same stream.
  *
  * Errors: a call that fails on a stream (a dead or silent peer, the
  * timeout) fails its communicator for good (qcclCommGetAsyncError, and

@@ -23,6 +23,7 @@
 
 #define COMM_MAGIC 0x4d4d4f43u /* "COMM" */
 #define COMM_DEAD 0xdeadc0deu
+#define COMM_MAX_LANES 4 /* QCCL_LANES at most */
 
 typedef enum {
   COLL_ALLREDUCE,
@@ -101,16 +102,35 @@ struct qcclComm {
   /* the ZeRO++ collectives' state (src/collectives/zeropp), made on first use */
   struct zpp_comm* zero;
   /* the engine (engine.c): turns of the calls issued on this communicator
-   * (seq_next issued, seq_done ended), references (the user's, one per call
+   * (seq_next issued), references (the user's, one per call
    * issued and not ended), and the abort flag. Internal communicators (node,
    * rail) point `top` at the user's communicator they serve, whose flag
    * their waits check; a user's communicator points at itself. */
   pthread_mutex_t eng_mu;
   pthread_cond_t eng_cv;
-  uint64_t seq_next, seq_done;
+  uint64_t seq_next;
   int refs;
   _Atomic int aborting;
   struct qcclComm* top;
+  /* lanes (engine.c, comm.c): a user's communicator runs its collectives
+   * on nlanes lanes, the k-th collective it is given on lane k % nlanes;
+   * lane 0 is the communicator itself, lane k > 0 an internal copy of it
+   * (same ranks; its own segment, UCX worker, node and rail), made by the
+   * first call that runs on it. A call that is one plain collective runs
+   * on its lane once the lane's previous call and every earlier call that
+   * runs alone have ended; any other call runs alone. lane_next counts the
+   * collectives given out; lane_last[k] / lane_done[k] is 1 + the turn of
+   * the last call issued / ended on lane k, serial_last / serial_done the
+   * same for calls that run alone; lane_made[k]: an issued call makes (or
+   * made) lane k; ended counts the turns ended, running the calls inside. */
+  int nlanes;
+  struct qcclComm* lane[COMM_MAX_LANES];
+  uint64_t lane_next;
+  uint64_t lane_last[COMM_MAX_LANES], lane_done[COMM_MAX_LANES];
+  uint64_t serial_last, serial_done;
+  int lane_made[COMM_MAX_LANES];
+  uint64_t ended;
+  int running;
   /* the agreement check of the user's calls (agree.c, QCCL_CHECK) */
   int check;
   _Atomic int peers_told; /* comm_tell_peers ran */
@@ -238,6 +258,20 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
  * left behind (comm.c). Only from the thread that holds the communicator's
  * turn (engine.c); other threads call engine_tell_peers. */
 void comm_tell_peers(qcclComm_t comm);
+
+/* Makes lane k of the user's communicator c (engine.h): an internal copy
+ * of c over c's bootstrap, which every rank makes in the same call. */
+qcclResult_t comm_lane_make(qcclComm_t c, int k);
+
+/* Lane k of the user's communicator c: c itself for k = 0, NULL while it
+ * is not made (read from any thread: an abort, the counters). */
+static inline struct qcclComm* comm_lane_at(struct qcclComm* c, int k) {
+  return k == 0 ? c : __atomic_load_n(&c->lane[k], __ATOMIC_ACQUIRE);
+}
+
+/* Sets the abort word of every segment of c (its lanes' too), so that
+ * every shared-memory wait of c returns. */
+void comm_abort_segments(qcclComm_t c);
 
 /* Runs one validated call (not a send / recv). */
 qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a);

@@ -40,6 +40,7 @@ typedef struct {
   int32_t pid;
   int32_t ncores;
   int64_t oneshot; /* QCCL_ALLREDUCE_ONESHOT_BYTES, -1 unset: rank 0's counts */
+  int64_t lanes;   /* QCCL_LANES: rank 0's counts */
 } comm_peer_info_t;
 
 qcclResult_t qcclGetVersion(int* version) {
@@ -98,6 +99,11 @@ qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
 
 /* Frees whatever of c exists (also a half-built one). */
 static void comm_free_parts(qcclComm_t c, int abort) {
+  for (int k = 1; k < COMM_MAX_LANES; k++)
+    if (c->lane[k]) {
+      c->lane[k]->magic = COMM_DEAD;
+      comm_free_parts(c->lane[k], abort || c->async_error != qcclSuccess);
+    }
   if (c->rail) {
     c->rail->magic = COMM_DEAD;
     comm_free_parts(c->rail, abort);
@@ -270,9 +276,13 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
     QCCL_CHECK_GOTO(
         env_get_size("QCCL_ALLREDUCE_ONESHOT_BYTES", 0, 0, (int64_t)1 << 30, &me->oneshot), r,
         fail);
+  me->lanes = 2;
+  QCCL_CHECK_GOTO(env_get_size("QCCL_LANES", 2, 1, COMM_MAX_LANES, &me->lanes), r, fail);
   QCCL_CHECK_GOTO(boot_allgather(boot, peers, sizeof *peers), r, fail);
-  /* every rank must pick the same AllReduce path: rank 0's value holds */
+  /* every rank must pick the same AllReduce path and lanes: rank 0's
+   * values hold */
   c->oneshot_bytes = peers[0].oneshot;
+  c->nlanes = (int)peers[0].lanes;
   c->nnodes = comm_place(peers, c->nranks, c->node_of);
   QCCL_CHECK_GOTO(comm_topo_build(c), r, fail);
   QCCL_CHECK_GOTO(comm_parse_algo(c), r, fail);
@@ -363,6 +373,8 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
     r = comm_timeout(config, &timeout);
     if (r != qcclSuccess) return comm_fail(comm, r);
   }
+  /* the calls issued before: one may be making a lane over the bootstrap */
+  engine_comm_drain(comm);
   bootstrap_t* nb;
   r = boot_split(comm->boot, color, key, &nb);
   if (r != qcclSuccess) return comm_fail(comm, r);
@@ -380,6 +392,27 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
   return r == qcclSuccess ? r : comm_fail(comm, r);
 }
 
+qcclResult_t comm_lane_make(qcclComm_t c, int k) {
+  bootstrap_t* nb;
+  QCCL_CHECK(boot_split(c->boot, 0, c->rank, &nb));
+  char name[96];
+  snprintf(name, sizeof name, "%s.lane%d", c->name, k);
+  qcclConfig_t config = QCCL_CONFIG_INITIALIZER;
+  config.commName = name;
+  qcclComm_t l;
+  QCCL_CHECK(comm_build(nb, c->timeout, &config, &l));
+  l->nlanes = 1;
+  l->top = c; /* its waits check c's abort */
+  if (l->node) l->node->top = c;
+  if (l->rail) l->rail->top = c;
+  __atomic_store_n(&c->lane[k], l, __ATOMIC_RELEASE);
+  /* c failed or was aborted while the lane was made: its waits must see it */
+  if (engine_aborted(c) || atomic_load(&c->peers_told)) comm_abort_segments(c);
+  QCCL_INFO(LOG_COLL, "comm %s rank %d: lane %d made (collectives %d, %d+%d, ... run on it)",
+            c->name, c->rank, k, k, k, c->nlanes);
+  return qcclSuccess;
+}
+
 qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res) {
   if (res == qcclSuccess || comm == NULL || comm->magic != COMM_MAGIC) return res;
   snprintf(comm->last_error, sizeof comm->last_error, "%s", err_last());
@@ -392,13 +425,25 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res) {
   return res;
 }
 
+void comm_abort_segments(qcclComm_t c) {
+  for (int k = 0; k < COMM_MAX_LANES; k++) {
+    qcclComm_t l = comm_lane_at(c, k);
+    if (l == NULL) continue;
+    shm_t* s = l->node ? l->node->shm : l->shm;
+    if (s) shm_set_abort(s);
+  }
+}
+
 void comm_tell_peers(qcclComm_t comm) {
   if (atomic_exchange(&comm->peers_told, 1)) return;
-  shm_t* s = comm->node ? comm->node->shm : comm->shm;
-  if (s) shm_set_abort(s);
+  comm_abort_segments(comm);
 #if QCCL_HAVE_UCX
-  ucx_break(comm->ucx);
-  if (comm->rail) ucx_break(comm->rail->ucx);
+  for (int k = 0; k < COMM_MAX_LANES; k++) {
+    qcclComm_t l = comm_lane_at(comm, k);
+    if (l == NULL) continue;
+    ucx_break(l->ucx);
+    if (l->rail) ucx_break(l->rail->ucx);
+  }
 #endif
   QCCL_INFO(LOG_COLL, "comm %s rank %d failed before (%s): peers told", comm->name, comm->rank,
             qcclGetErrorString(comm->async_error));
@@ -431,8 +476,7 @@ qcclResult_t qcclCommAbort(qcclComm_t comm) {
   if (comm == NULL) return qcclSuccess;
   QCCL_CHECK(comm_check(comm));
   comm->magic = COMM_DEAD; /* the handle is gone; calls inside still see their memory */
-  shm_t* s = comm->node ? comm->node->shm : comm->shm;
-  if (s) shm_set_abort(s);
+  comm_abort_segments(comm);
   engine_comm_abort(comm);
   return qcclSuccess;
 }

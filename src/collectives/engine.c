@@ -5,14 +5,28 @@
  * Turns. A call takes turn seq_next++ of each communicator it uses when it
  * is issued (under every one's lock at once, taken in address order, so
  * that two threads issuing calls on the same pair of communicators get
- * turns in one consistent order and no two calls can wait for each other).
- * It runs when seq_done has reached its turn on each, and ends the turn
- * whatever its result. A call on the NULL stream runs on the caller's
- * thread: with nothing queued its turn is already due, and the cost is two
- * uncontended lock round trips. A call on a host stream is a task of that
- * stream (core/stream.c) that waits for its turns on the stream's thread,
- * so two streams of one communicator are served in issue order, and
- * streams of different communicators run side by side.
+ * turns in one consistent order and no two calls can wait for each other),
+ * and notes there which earlier turns it needs ended before it runs:
+ *
+ *  - a call that is one plain collective on one communicator gets the
+ *    communicator's next collective number k and runs on lane k % nlanes
+ *    (QCCL_LANES, 2 by default): it needs the previous call of its lane
+ *    and the last earlier call that runs alone;
+ *  - any other call (a group of several, sends and receives, ZeRO++ calls,
+ *    the first call of a lane, which makes it) runs alone: it needs every
+ *    earlier turn (the last one of each lane and the last alone).
+ *
+ * Calls of one lane end in order, so "ended" is one counter per lane and
+ * one for the calls that run alone. Every rank gives the same numbers to
+ * the same collectives (they issue them in the same order), so each lane
+ * carries the same sequence of collectives everywhere, over its own
+ * segment and UCX worker (comm.c, comm_lane_make); two streams of one
+ * communicator thus progress at once, and the earliest call not ended is
+ * always free to run on every rank, so no order of streams deadlocks. A
+ * call on the NULL stream runs on the caller's thread: with nothing queued
+ * its turn is already due, and the cost is two uncontended lock round
+ * trips. A call on a host stream is a task of that stream (core/stream.c)
+ * that waits for its turns on the stream's thread.
  *
  * References and abort. Each issued call holds a reference on its
  * communicators until it ends, besides the user's own. Destroy waits for
@@ -82,12 +96,40 @@ static int engine_cmp_comm(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+/* Fills t as c's next turn (c's lock held): a call with ncoll plain
+ * collectives, one alone or beside other lanes. */
+static void engine_take(qcclComm_t c, int ncoll, int alone, engine_turn_t* t) {
+  memset(t, 0, sizeof *t);
+  t->comm = c;
+  t->seq = c->seq_next++;
+  c->refs++;
+  int nl = c->nlanes > 0 ? c->nlanes : 1;
+  t->lane_base = c->lane_next;
+  c->lane_next += (uint64_t)ncoll;
+  t->lane = -1;
+  if (!alone && ncoll == 1) {
+    int k = (int)(t->lane_base % (uint64_t)nl);
+    if (k == 0 || c->lane_made[k]) t->lane = k;
+  }
+  t->need_serial = c->serial_last;
+  if (t->lane >= 0) {
+    t->need_lane[t->lane] = c->lane_last[t->lane];
+    c->lane_last[t->lane] = t->seq + 1;
+    return;
+  }
+  for (int k = 0; k < nl; k++) t->need_lane[k] = c->lane_last[k];
+  for (int j = 0; j < ncoll && j < nl; j++)
+    c->lane_made[(t->lane_base + (uint64_t)j) % (uint64_t)nl] = 1;
+  c->serial_last = t->seq + 1;
+}
+
 /* Takes the next turn (and a reference) on each of comms[0..n), all at once. */
-static void engine_reserve(qcclComm_t* comms, int n, uint64_t* seqs) {
+static void engine_reserve(qcclComm_t* comms, const int* ncoll, int n, int alone,
+                           engine_turn_t* turns) {
+  alone = alone || n != 1;
   if (n == 1) {
     pthread_mutex_lock(&comms[0]->eng_mu);
-    seqs[0] = comms[0]->seq_next++;
-    comms[0]->refs++;
+    engine_take(comms[0], ncoll[0], alone, &turns[0]);
     pthread_mutex_unlock(&comms[0]->eng_mu);
     return;
   }
@@ -95,69 +137,96 @@ static void engine_reserve(qcclComm_t* comms, int n, uint64_t* seqs) {
   memcpy(sorted, comms, sizeof sorted);
   qsort(sorted, (size_t)n, sizeof *sorted, engine_cmp_comm);
   for (int i = 0; i < n; i++) pthread_mutex_lock(&sorted[i]->eng_mu);
-  for (int i = 0; i < n; i++) {
-    seqs[i] = comms[i]->seq_next++;
-    comms[i]->refs++;
-  }
+  for (int i = 0; i < n; i++) engine_take(comms[i], ncoll[i], alone, &turns[i]);
   for (int i = n - 1; i >= 0; i--) pthread_mutex_unlock(&sorted[i]->eng_mu);
 }
 
-/* Waits until turn seq of c is due; returns 0 if c was aborted first. */
-static int engine_wait_turn(qcclComm_t c, uint64_t seq) {
+/* 1 once every turn t needs has ended (c's lock held). */
+static int engine_due(const qcclComm_t c, const engine_turn_t* t) {
+  if (c->serial_done < t->need_serial) return 0;
+  for (int k = 0; k < COMM_MAX_LANES; k++)
+    if (c->lane_done[k] < t->need_lane[k]) return 0;
+  return 1;
+}
+
+/* Waits until turn t of its communicator is due, and counts the call in;
+ * returns 0 if the communicator was aborted first. */
+static int engine_wait_turn(engine_turn_t* t) {
+  qcclComm_t c = t->comm;
   pthread_mutex_lock(&c->eng_mu);
-  while (c->seq_done != seq && !atomic_load(&c->aborting))
-    pthread_cond_wait(&c->eng_cv, &c->eng_mu);
-  int due = c->seq_done == seq;
+  while (!engine_due(c, t) && !atomic_load(&c->aborting)) pthread_cond_wait(&c->eng_cv, &c->eng_mu);
+  int due = engine_due(c, t);
+  if (due) {
+    c->running++;
+    t->counted = 1;
+  }
   pthread_mutex_unlock(&c->eng_mu);
   return due;
 }
 
-/* Ends turn seq of c and drops the call's reference. */
-static void engine_end_turn(qcclComm_t c, uint64_t seq) {
-  pthread_mutex_lock(&c->eng_mu);
-  if (c->seq_done < seq + 1) c->seq_done = seq + 1; /* after an abort, turns end out of order */
-  pthread_cond_broadcast(&c->eng_cv);
-  pthread_mutex_unlock(&c->eng_mu);
-  engine_unref(c);
-}
-
-/* Tells c's peers that it failed if a call asked for that while this one
- * held the turn (engine_tell_peers): comm_tell_peers closes c's UCX
- * endpoints, and a UCX worker is driven by one thread at a time, the
- * turn's. */
+/* Tells c's peers that it failed if a call asked for that (engine_tell_peers):
+ * comm_tell_peers closes c's UCX endpoints (every lane's), and a UCX worker
+ * is driven by one thread at a time, so only once no call is inside; a
+ * call that comes in after a failure is refused before it drives anything
+ * (engine_run). */
 static void engine_tell_if_asked(qcclComm_t c) {
   if (atomic_load(&c->top->tell_asked) && !engine_aborted(c)) comm_tell_peers(c->top);
 }
 
+/* Ends turn t, tells the peers if it was the last call inside and that was
+ * asked, and drops the call's reference. */
+static void engine_end_turn(engine_turn_t* t) {
+  qcclComm_t c = t->comm;
+  pthread_mutex_lock(&c->eng_mu);
+  /* after an abort, turns end out of order: the counters only grow */
+  uint64_t* done = t->lane >= 0 ? &c->lane_done[t->lane] : &c->serial_done;
+  if (*done < t->seq + 1) *done = t->seq + 1;
+  c->ended++;
+  int last = 0;
+  if (t->counted) last = --c->running == 0;
+  pthread_cond_broadcast(&c->eng_cv);
+  pthread_mutex_unlock(&c->eng_mu);
+  if (last) engine_tell_if_asked(c);
+  engine_unref(c);
+}
+
 /* Waits for the turns, runs, ends the turns. */
-static qcclResult_t engine_run(qcclComm_t* comms, const uint64_t* seqs, int n, engine_run_fn run,
-                               void* arg) {
+static qcclResult_t engine_run(engine_turn_t* turns, int n, engine_run_fn run, void* arg) {
   qcclResult_t r = qcclSuccess;
-  int held = 0;
-  for (; held < n && r == qcclSuccess; held++)
-    if (!engine_wait_turn(comms[held], seqs[held])) r = engine_comm_usable("qccl", comms[held]);
-  if (r == qcclSuccess) r = run(arg);
-  for (int i = 0; i < n; i++) {
-    if (i < held) engine_tell_if_asked(comms[i]);
-    engine_end_turn(comms[i], seqs[i]);
-  }
+  for (int i = 0; i < n && r == qcclSuccess; i++)
+    if (!engine_wait_turn(&turns[i])) r = engine_comm_usable("qccl", turns[i].comm);
+  /* a communicator that failed meanwhile: refused before any traffic */
+  for (int i = 0; i < n && r == qcclSuccess; i++) r = engine_comm_usable("qccl", turns[i].comm);
+  if (r == qcclSuccess) r = run(arg, turns);
+  for (int i = 0; i < n; i++) engine_end_turn(&turns[i]);
   return r;
+}
+
+qcclResult_t engine_lane(const engine_turn_t* t, int j, qcclComm_t* out) {
+  qcclComm_t c = t->comm;
+  int nl = c->nlanes > 0 ? c->nlanes : 1;
+  int k = (int)((t->lane_base + (uint64_t)j) % (uint64_t)nl);
+  *out = c;
+  if (k == 0) return qcclSuccess;
+  if (c->lane[k] == NULL) QCCL_CHECK(comm_lane_make(c, k));
+  *out = c->lane[k];
+  return qcclSuccess;
 }
 
 void engine_tell_peers(qcclComm_t c) {
   if (atomic_load(&c->top->peers_told)) return;
   atomic_store(&c->top->tell_asked, 1);
   pthread_mutex_lock(&c->eng_mu);
-  int idle = c->seq_done == c->seq_next && !atomic_load(&c->aborting);
-  uint64_t seq = 0;
+  int idle = c->ended == c->seq_next && !atomic_load(&c->aborting);
+  engine_turn_t t;
   if (idle) {
-    seq = c->seq_next++;
-    c->refs++;
+    engine_take(c, 0, 1, &t);
+    t.counted = 1;
+    c->running++;
   }
   pthread_mutex_unlock(&c->eng_mu);
-  if (!idle) return; /* the call inside tells them as it ends (engine_run) */
-  engine_tell_if_asked(c);
-  engine_end_turn(c, seq);
+  if (!idle) return; /* the last call inside tells them as it ends */
+  engine_end_turn(&t);
 }
 
 /* A call queued on a host stream. */
@@ -167,13 +236,12 @@ typedef struct {
   void* arg;
   void (*release)(void*);
   int n;
-  qcclComm_t* comms;
-  uint64_t* seqs;
+  engine_turn_t* turns;
 } engine_task_t;
 
 static qcclResult_t engine_task_run(stream_task_t* t) {
   engine_task_t* e = (engine_task_t*)t;
-  return engine_run(e->comms, e->seqs, e->n, e->run, e->arg);
+  return engine_run(e->turns, e->n, e->run, e->arg);
 }
 
 static void engine_task_release(stream_task_t* t) {
@@ -182,15 +250,14 @@ static void engine_task_release(stream_task_t* t) {
   free(e);
 }
 
-qcclResult_t engine_submit(qcclComm_t* comms, int n, stream_t* s, engine_run_fn run, void* arg,
-                           void (*release)(void* arg)) {
+qcclResult_t engine_submit(qcclComm_t* comms, const int* ncoll, int n, int alone, stream_t* s,
+                           engine_run_fn run, void* arg, void (*release)(void* arg)) {
   if (s == NULL) {
-    uint64_t seqs[n];
-    engine_reserve(comms, n, seqs);
-    return engine_run(comms, seqs, n, run, arg);
+    engine_turn_t turns[n];
+    engine_reserve(comms, ncoll, n, alone, turns);
+    return engine_run(turns, n, run, arg);
   }
-  size_t bytes = sizeof(engine_task_t) + (size_t)n * (sizeof(qcclComm_t) + sizeof(uint64_t));
-  engine_task_t* e = calloc(1, bytes);
+  engine_task_t* e = calloc(1, sizeof(engine_task_t) + (size_t)n * sizeof(engine_turn_t));
   if (e == NULL) {
     release(arg);
     return QCCL_ERR(qcclSystemError, "out of memory queueing a call on a stream");
@@ -201,16 +268,14 @@ qcclResult_t engine_submit(qcclComm_t* comms, int n, stream_t* s, engine_run_fn 
   e->arg = arg;
   e->release = release;
   e->n = n;
-  e->seqs = (uint64_t*)(e + 1);
-  e->comms = (qcclComm_t*)(e->seqs + n);
-  memcpy(e->comms, comms, sizeof *comms * (size_t)n);
-  engine_reserve(comms, n, e->seqs);
+  e->turns = (engine_turn_t*)(e + 1);
+  engine_reserve(comms, ncoll, n, alone, e->turns);
   qcclResult_t r = stream_enqueue(s, &e->task);
   if (r != qcclSuccess) {
     /* give the turns back in order: nothing ran */
     for (int i = 0; i < n; i++) {
-      engine_wait_turn(comms[i], e->seqs[i]);
-      engine_end_turn(comms[i], e->seqs[i]);
+      engine_wait_turn(&e->turns[i]);
+      engine_end_turn(&e->turns[i]);
     }
     engine_task_release(&e->task);
   }
@@ -219,7 +284,7 @@ qcclResult_t engine_submit(qcclComm_t* comms, int n, stream_t* s, engine_run_fn 
 
 void engine_comm_drain(qcclComm_t c) {
   pthread_mutex_lock(&c->eng_mu);
-  while (c->seq_done < c->seq_next) pthread_cond_wait(&c->eng_cv, &c->eng_mu);
+  while (c->ended < c->seq_next) pthread_cond_wait(&c->eng_cv, &c->eng_mu);
   pthread_mutex_unlock(&c->eng_mu);
 }
 

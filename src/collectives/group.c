@@ -19,6 +19,7 @@
 #include "collectives/group.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "collectives/engine.h"
 #include "collectives/zeropp/zpp.h"
@@ -81,16 +82,32 @@ static qcclResult_t group_run_p2p(const group_op_t* ops, int i, int j) {
   return r;
 }
 
-static qcclResult_t group_run_batch(void* arg) {
+/* Runs one plain collective on the communicator of its lane (engine.h). */
+static qcclResult_t group_run_coll(const group_op_t* op, const engine_turn_t* t, int j,
+                                   qcclComm_t* ran) {
+  *ran = op->comm;
+  QCCL_CHECK(engine_lane(t, j, ran));
+  qcclResult_t r = coll_agree_begin(*ran, &op->args, NULL);
+  if (r == qcclSuccess) r = coll_agree_end(*ran, coll_run(*ran, &op->args));
+  /* the user reads the message from the communicator they called */
+  if (r != qcclSuccess && *ran != op->comm)
+    snprintf(op->comm->last_error, sizeof op->comm->last_error, "%s", err_last());
+  return r;
+}
+
+static qcclResult_t group_run_batch(void* arg, const engine_turn_t* turns) {
   const group_batch_t* b = arg;
   const group_op_t* ops = b->ops;
   qcclResult_t r = qcclSuccess;
+  int used[b->n > 0 ? b->n : 1]; /* plain collectives run so far, per turn */
+  memset(used, 0, sizeof used);
   int i = 0;
   while (i < b->n && r == qcclSuccess) {
     /* a comm that failed or was aborted since the call was issued */
     r = engine_comm_usable("qccl", ops[i].comm);
     if (r != qcclSuccess) break;
     int j = i + 1;
+    qcclComm_t ran = ops[i].comm; /* the lane a plain collective ran on */
     if (ops[i].zq != NULL) {
       while (j < b->n && ops[j].zq != NULL) j++;
       for (int k = i; k < j && r == qcclSuccess; k++)
@@ -101,14 +118,15 @@ static qcclResult_t group_run_batch(void* arg) {
       for (int k = i; k < j; k++) coll_wire_call(ops[k].comm, COLL_WIRE_P2P);
       r = group_run_p2p(ops, i, j);
     } else {
-      r = coll_agree_begin(ops[i].comm, &ops[i].args, NULL);
-      if (r == qcclSuccess) r = coll_agree_end(ops[i].comm, coll_run(ops[i].comm, &ops[i].args));
+      int t = 0;
+      while (turns[t].comm != ops[i].comm) t++;
+      r = group_run_coll(&ops[i], &turns[t], used[t]++, &ran);
     }
     /* a call that failed while it ran left its ranks out of step (its
      * stages on internal communicators too): the communicator stays failed,
      * and across hosts every rank hears why (agree.c) */
     for (int k = i; k < j && r != qcclSuccess && r != qcclInvalidArgument; k++) {
-      qcclResult_t rk = coll_agree_failed(ops[k].comm, r);
+      qcclResult_t rk = coll_agree_failed(k == i ? ran : ops[k].comm, r);
       if (k == i) r = rk;
       if (atomic_load(&ops[k].comm->async_error) == qcclSuccess || rk == qcclInvalidUsage) {
         ops[k].comm->async_error = rk;
@@ -137,16 +155,24 @@ static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
   qcclComm_t one[1], *comms = one;
   if (n > 1 && (comms = malloc(sizeof *comms * (size_t)n)) == NULL)
     return QCCL_ERR(qcclSystemError, "out of memory running a group");
+  int* ncoll = calloc((size_t)n, sizeof *ncoll);
+  if (ncoll == NULL) {
+    if (comms != one) free(comms);
+    return QCCL_ERR(qcclSystemError, "out of memory running a group");
+  }
   int nc = 0;
   for (int k = 0; k < n; k++) {
-    int seen = 0;
-    for (int m = 0; m < nc && !seen; m++) seen = comms[m] == ops[k].comm;
-    if (!seen) comms[nc++] = ops[k].comm;
+    int m = 0;
+    while (m < nc && comms[m] != ops[k].comm) m++;
+    if (m == nc) comms[nc++] = ops[k].comm;
+    if (ops[k].zq == NULL && !group_is_p2p(&ops[k].args)) ncoll[m]++;
   }
+  /* one plain collective may run beside other lanes' calls */
+  int alone = !(n == 1 && ncoll[0] == 1);
   qcclResult_t r;
   if (s == NULL) {
     group_batch_t b = {ops, n, 0};
-    r = engine_submit(comms, nc, NULL, group_run_batch, &b, NULL);
+    r = engine_submit(comms, ncoll, nc, alone, NULL, group_run_batch, &b, NULL);
     if (owned) {
       for (int k = 0; k < n; k++) free(ops[k].zq);
       free(ops);
@@ -167,9 +193,10 @@ static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
       r = QCCL_ERR(qcclSystemError, "out of memory queueing a call on a stream");
     } else {
       *b = (group_batch_t){ops, n, 1};
-      r = engine_submit(comms, nc, s, group_run_batch, b, group_batch_free);
+      r = engine_submit(comms, ncoll, nc, alone, s, group_run_batch, b, group_batch_free);
     }
   }
+  free(ncoll);
   if (comms != one) free(comms);
   return r;
 }

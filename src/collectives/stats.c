@@ -53,11 +53,20 @@ qcclResult_t qcclCommGetStats(qcclComm_t comm, qcclStats_t* stats) {
                     stats->size, sizeof(qcclStats_t));
   qcclStatCounters_t total = {0, 0, 0};
   for (int i = 0; i < qcclStatNumColls; i++) {
-    const qcclStatCounters_t* c = &comm->stats->coll[i];
-    stats->coll[i] = *c;
-    total.calls += c->calls;
-    total.bytesIntra += c->bytesIntra;
-    total.bytesInter += c->bytesInter;
+    qcclStatCounters_t sum = {0, 0, 0};
+    /* the lanes count their collectives on their own (engine.h) */
+    for (int k = 0; k < COMM_MAX_LANES; k++) {
+      const qcclComm_t l = comm_lane_at(comm, k);
+      if (l == NULL) continue;
+      const qcclStatCounters_t* c = &l->stats->coll[i];
+      sum.calls += c->calls;
+      sum.bytesIntra += c->bytesIntra;
+      sum.bytesInter += c->bytesInter;
+    }
+    stats->coll[i] = sum;
+    total.calls += sum.calls;
+    total.bytesIntra += sum.bytesIntra;
+    total.bytesInter += sum.bytesInter;
   }
   stats->total = total;
   return qcclSuccess;
@@ -66,6 +75,9 @@ qcclResult_t qcclCommGetStats(qcclComm_t comm, qcclStats_t* stats) {
 qcclResult_t qcclCommResetStats(qcclComm_t comm) {
   err_clear();
   QCCL_CHECK(stats_check(comm));
-  memset(comm->stats->coll, 0, sizeof comm->stats->coll);
+  for (int k = 0; k < COMM_MAX_LANES; k++) {
+    const qcclComm_t l = comm_lane_at(comm, k);
+    if (l != NULL) memset(l->stats->coll, 0, sizeof l->stats->coll);
+  }
   return qcclSuccess;
 }

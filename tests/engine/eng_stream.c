@@ -2,7 +2,8 @@
  * eng_stream - host streams: every collective queued on a stream gives the
  * same bits as the blocking call; many calls on several streams; streams
  * of two communicators driven from two threads; events, queries, groups,
- * waits between streams; destroying a communicator or a stream with calls
+ * waits between streams; two streams of one communicator progressing at
+ * once (lanes); destroying a communicator or a stream with calls
  * in flight; bad stream arguments.
  *
  * References: the blocking call (NULL stream) on the same inputs, compared
@@ -309,6 +310,60 @@ static void case_wait_event(mr_t* t) {
   mr_case_end(&c);
 }
 
+/* ---- two streams of one communicator progress at once ------------------ */
+
+/* Lanes (collectives/engine.h): on rank 0, stream A's call X waits behind a
+ * call Z of a second communicator that the other ranks make only once
+ * their stream B's call Y, issued after X, has ended. If one
+ * communicator's calls ran one at a time, Y would wait for X, X for Z and
+ * Z for Y: the case would fail with the communicator's timeout (10 s). */
+static void case_lanes(mr_t* t) {
+  mr_case_t c;
+  const char* lanes = getenv("QCCL_LANES");
+  if (t->nranks < 2 || (lanes != NULL && atoi(lanes) < 2) ||
+      !mr_case_begin(t, &c, "two streams of one communicator progress at once"))
+    return;
+  qcclConfig_t cfg = QCCL_CONFIG_INITIALIZER;
+  cfg.timeoutSec = 10;
+  qcclComm_t cx, cz;
+  MR_OK(&c, qcclCommSplit(t->comm, 0, t->rank, &cx, &cfg));
+  MR_OK(&c, qcclCommSplit(t->comm, 0, t->rank, &cz, &cfg));
+  const size_t n = 1 << 15;
+  int32_t* x = malloc(sizeof *x * n * 4);
+  for (size_t i = 0; i < n * 4; i++) x[i] = val(t->rank, (int)(i / n), i % n);
+  int32_t *w = x, *bx = x + n, *by = x + 2 * n, *bz = x + 3 * n;
+  /* collectives 0 and 1 of cx: lane 1 is made (by the second, alone) */
+  MR_OK(&c, qcclAllReduce(w, w, n, qcclInt32, qcclSum, cx, NULL));
+  MR_OK(&c, qcclAllReduce(w, w, n, qcclInt32, qcclSum, cx, NULL));
+  qcclStream_t a, b;
+  MR_OK(&c, qcclStreamCreate(&a));
+  MR_OK(&c, qcclStreamCreate(&b));
+  if (t->rank == 0) MR_OK(&c, qcclAllReduce(bz, bz, n, qcclInt32, qcclSum, cz, a));
+  MR_OK(&c, qcclAllReduce(bx, bx, n, qcclInt32, qcclSum, cx, a)); /* X: lane 0 */
+  MR_OK(&c, qcclAllReduce(by, by, n, qcclInt32, qcclSum, cx, b)); /* Y: lane 1 */
+  MR_OK(&c, qcclStreamSynchronize(b));
+  if (t->rank != 0) MR_OK(&c, qcclAllReduce(bz, bz, n, qcclInt32, qcclSum, cz, NULL));
+  MR_OK(&c, qcclStreamSynchronize(a));
+  for (int j = 1; j < 4; j++)
+    for (size_t i = 0; i < n; i++)
+      if (x[(size_t)j * n + i] != sum(t->nranks, j, i)) {
+        mr_case_fail(&c, "call %d element %zu: %d, expected %d", j, i, x[(size_t)j * n + i],
+                     sum(t->nranks, j, i));
+        break;
+      }
+  qcclStats_t st = QCCL_STATS_INITIALIZER;
+  MR_OK(&c, qcclCommGetStats(cx, &st));
+  if (st.coll[qcclStatAllReduce].calls != 4)
+    mr_case_fail(&c, "cx counted %llu all-reduces over its lanes, made 4",
+                 (unsigned long long)st.coll[qcclStatAllReduce].calls);
+  MR_OK(&c, qcclStreamDestroy(a));
+  MR_OK(&c, qcclStreamDestroy(b));
+  MR_OK(&c, qcclCommDestroy(cx));
+  MR_OK(&c, qcclCommDestroy(cz));
+  free(x);
+  mr_case_end(&c);
+}
+
 /* ---- destroy with calls in flight ---------------------------------------- */
 
 static void case_destroy(mr_t* t, int comm_first) {
@@ -433,6 +488,7 @@ int main(int argc, char** argv) {
     if (k != K_BARRIER || t.nranks > 1) case_async(&t, s, k);
   case_threads(&t);
   case_wait_event(&t);
+  case_lanes(&t);
   case_destroy(&t, 1);
   case_destroy(&t, 0);
   case_args(&t, s);

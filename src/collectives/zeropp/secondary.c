@@ -166,7 +166,7 @@ typedef struct {
   unsigned long long generation;
 } sec_gather_t;
 
-static qcclResult_t sec_gather_run(void* argp);
+static qcclResult_t sec_gather_run(void* argp, const engine_turn_t* turns);
 
 qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
                                     unsigned long long generation, qcclStream_t stream) {
@@ -187,11 +187,13 @@ qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
       return zpp_fail(comm, QCCL_ERR(qcclSystemError, "%s: out of memory", fn));
     *arg = one;
   }
-  return engine_submit(&comm, 1, st, sec_gather_run, arg, free);
+  const int ncoll = 0; /* not a plain collective: it runs alone */
+  return engine_submit(&comm, &ncoll, 1, 1, st, sec_gather_run, arg, free);
 }
 
 /* The node gather itself, in the communicator's turn. */
-static qcclResult_t sec_gather_run(void* argp) {
+static qcclResult_t sec_gather_run(void* argp, const engine_turn_t* turns) {
+  (void)turns;
   static const char fn[] = "qcclSecondaryAllGather";
   const sec_gather_t* g = argp;
   struct qcclSecondary* s = g->sec;
