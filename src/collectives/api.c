@@ -10,13 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/check.h"
 #include "collectives/coll.h"
-#include "collectives/engine.h"
 #include "collectives/group.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
-#include "collectives/zeropp/zpp.h"
 
 static const char* const coll_names[COLL_NUM_KINDS] = {
     "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
@@ -43,22 +42,9 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
                               stream_t** s) {
   const char* name = coll_names[a->kind];
   const coll_shape_t* sh = &coll_shapes[a->kind];
-  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is NULL", name);
-  if (comm->magic != COMM_MAGIC)
-    return QCCL_ERR(qcclInvalidArgument, "qccl%s: comm is not a live communicator", name);
-  if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "qccl%s: comm was finalized", name);
-  if (comm->async_error != qcclSuccess) {
-    engine_tell_peers(comm);
-    snprintf(comm->last_error, sizeof comm->last_error, "qccl%s: comm failed before (%s)%s%.400s",
-             name, qcclGetErrorString(comm->async_error), comm->fail_reason[0] ? ": " : "",
-             comm->fail_reason);
-    return comm->async_error;
-  }
-  if (stream != NULL) {
-    char fn[32];
-    snprintf(fn, sizeof fn, "qccl%s", name);
-    QCCL_CHECK(engine_stream_arg(fn, stream, s));
-  }
+  char fn[32];
+  snprintf(fn, sizeof fn, "qccl%s", name);
+  QCCL_CHECK(check_comm_usable(fn, comm, stream, s));
   if (a->kind == COLL_BARRIER) return qcclSuccess;
   size_t es = dtype_size(a->datatype);
   if (es == 0)
@@ -78,10 +64,7 @@ static qcclResult_t api_check(qcclComm_t comm, const coll_args_t* a, qcclStream_
     return QCCL_ERR(qcclInvalidArgument, "qccl%s: peer=%d is outside [0, %d)", name, a->root,
                     comm->nranks);
   /* count * nranks * element size must fit in memory */
-  if (a->count > (size_t)PTRDIFF_MAX / es / (size_t)comm->nranks)
-    return QCCL_ERR(qcclInvalidArgument,
-                    "qccl%s: count=%zu overflows the buffer size (x %zu bytes x %d ranks)", name,
-                    a->count, es, comm->nranks);
+  QCCL_CHECK(check_count(fn, "count", a->count, (size_t)comm->nranks, es, 0));
   if (a->count == 0) return qcclSuccess;
   int is_root = a->root == comm->rank;
   if (sh->send && (!sh->send_root_only || is_root) && a->sendbuff == NULL)
@@ -105,7 +88,7 @@ static qcclResult_t api_submit(qcclComm_t comm, const coll_args_t* a, qcclStream
   stream_t* s = NULL;
   qcclResult_t r = api_check(comm, a, stream, &s);
   if (r != qcclSuccess) {
-    if (comm && comm->magic == COMM_MAGIC && r != comm->async_error)
+    if (comm && comm->magic == COMM_MAGIC)
       snprintf(comm->last_error, sizeof comm->last_error, "%s", err_last());
     return r;
   }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "collectives/algo_env.h"
+#include "collectives/check.h"
 #include "collectives/coll.h"
 #include "collectives/comm_init.h"
 #include "collectives/comm_topo.h"
@@ -353,17 +354,10 @@ qcclResult_t qcclCommInitRank(qcclComm_t* comm, int nranks, qcclUniqueId commId,
 
 /* ---- split, teardown, queries ------------------------------------------ */
 
-static qcclResult_t comm_check(const qcclComm_t comm) {
-  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "comm: NULL communicator");
-  if (comm->magic != COMM_MAGIC)
-    return QCCL_ERR(qcclInvalidArgument, "comm: not a live communicator (destroyed?)");
-  return qcclSuccess;
-}
-
 qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newcomm,
                            qcclConfig_t* config) {
   err_clear();
-  QCCL_CHECK(comm_check(comm));
+  QCCL_CHECK(check_comm("qcclCommSplit", comm));
   if (newcomm == NULL) return comm_fail(comm, QCCL_ERR(qcclInvalidArgument, "newcomm: NULL"));
   if (comm->async_error != qcclSuccess) return comm->async_error;
   qcclResult_t r = comm_check_config(config);
@@ -451,7 +445,7 @@ void comm_tell_peers(qcclComm_t comm) {
 
 qcclResult_t qcclCommFinalize(qcclComm_t comm) {
   err_clear();
-  QCCL_CHECK(comm_check(comm));
+  QCCL_CHECK(check_comm("qcclCommFinalize", comm));
   engine_comm_drain(comm); /* the calls queued on streams */
   comm->finalized = 1;
   return comm->async_error;
@@ -465,7 +459,7 @@ void comm_free(qcclComm_t comm, int abort) {
 qcclResult_t qcclCommDestroy(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
-  QCCL_CHECK(comm_check(comm));
+  QCCL_CHECK(check_comm("qcclCommDestroy", comm));
   comm->finalized = 1; /* refuse new calls while the queued ones end */
   engine_comm_destroy(comm);
   return qcclSuccess;
@@ -474,7 +468,7 @@ qcclResult_t qcclCommDestroy(qcclComm_t comm) {
 qcclResult_t qcclCommAbort(qcclComm_t comm) {
   err_clear();
   if (comm == NULL) return qcclSuccess;
-  QCCL_CHECK(comm_check(comm));
+  QCCL_CHECK(check_comm("qcclCommAbort", comm));
   comm->magic = COMM_DEAD; /* the handle is gone; calls inside still see their memory */
   comm_abort_segments(comm);
   engine_comm_abort(comm);
@@ -482,21 +476,21 @@ qcclResult_t qcclCommAbort(qcclComm_t comm) {
 }
 
 qcclResult_t qcclCommGetAsyncError(qcclComm_t comm, qcclResult_t* asyncError) {
-  QCCL_CHECK(comm_check(comm));
+  QCCL_CHECK(check_comm("qcclCommGetAsyncError", comm));
   if (asyncError == NULL) return QCCL_ERR(qcclInvalidArgument, "asyncError: NULL pointer");
   *asyncError = comm->async_error;
   return qcclSuccess;
 }
 
 qcclResult_t qcclCommCount(const qcclComm_t comm, int* count) {
-  QCCL_CHECK(comm_check(comm));
+  QCCL_CHECK(check_comm("qcclCommCount", comm));
   if (count == NULL) return QCCL_ERR(qcclInvalidArgument, "count: NULL pointer");
   *count = comm->nranks;
   return qcclSuccess;
 }
 
 qcclResult_t qcclCommUserRank(const qcclComm_t comm, int* rank) {
-  QCCL_CHECK(comm_check(comm));
+  QCCL_CHECK(check_comm("qcclCommUserRank", comm));
   if (rank == NULL) return QCCL_ERR(qcclInvalidArgument, "rank: NULL pointer");
   *rank = comm->rank;
   return qcclSuccess;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/check.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "qccl_config.h"
@@ -127,16 +128,9 @@ void comm_topo_init(qcclComm_t c, int bind_mode) {
 
 /* ---- public calls --------------------------------------------------- */
 
-static qcclResult_t comm_topo_check(const qcclComm_t comm) {
-  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "comm: NULL communicator");
-  if (comm->magic != COMM_MAGIC || comm->rankmap == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "comm: not a live communicator (destroyed?)");
-  return qcclSuccess;
-}
-
 qcclResult_t qcclCommNodeInfo(const qcclComm_t comm, int* node, int* nnodes, int* localRank,
                               int* localSize) {
-  QCCL_CHECK(comm_topo_check(comm));
+  QCCL_CHECK(check_comm("qcclCommNodeInfo", comm));
   const topo_rankmap_t* m = comm->rankmap;
   int h = m->node_of[comm->rank];
   if (node) *node = h;
@@ -147,7 +141,7 @@ qcclResult_t qcclCommNodeInfo(const qcclComm_t comm, int* node, int* nnodes, int
 }
 
 qcclResult_t qcclCommPeerNode(const qcclComm_t comm, int peer, int* node, int* localRank) {
-  QCCL_CHECK(comm_topo_check(comm));
+  QCCL_CHECK(check_comm("qcclCommPeerNode", comm));
   if (peer < 0 || peer >= comm->nranks)
     return QCCL_ERR(qcclInvalidArgument, "peer=%d is outside [0, nranks=%d)", peer, comm->nranks);
   if (node) *node = comm->rankmap->node_of[peer];
@@ -156,7 +150,7 @@ qcclResult_t qcclCommPeerNode(const qcclComm_t comm, int peer, int* node, int* l
 }
 
 qcclResult_t qcclCommNodeSize(const qcclComm_t comm, int node, int* size) {
-  QCCL_CHECK(comm_topo_check(comm));
+  QCCL_CHECK(check_comm("qcclCommNodeSize", comm));
   if (node < 0 || node >= comm->rankmap->nnodes)
     return QCCL_ERR(qcclInvalidArgument, "node=%d is outside [0, nnodes=%d)", node,
                     comm->rankmap->nnodes);
@@ -170,7 +164,10 @@ typedef enum { SPLIT_NODE, SPLIT_RAIL, SPLIT_LEADERS } comm_topo_split_t;
 static qcclResult_t comm_topo_split(qcclComm_t comm, qcclConfig_t* config, qcclComm_t* newcomm,
                                     comm_topo_split_t kind, const char* what) {
   err_clear();
-  QCCL_CHECK(comm_topo_check(comm));
+  const char* fn = kind == SPLIT_NODE   ? "qcclCommSplitNode"
+                   : kind == SPLIT_RAIL ? "qcclCommSplitRail"
+                                        : "qcclCommSplitLeaders";
+  QCCL_CHECK(check_comm(fn, comm));
   if (newcomm == NULL)
     return comm_fail(comm, QCCL_ERR(qcclInvalidArgument, "newcomm: NULL pointer (%s)", what));
   const topo_rankmap_t* m = comm->rankmap;

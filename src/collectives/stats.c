@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "collectives/check.h"
 #include "collectives/coll.h"
 
 int coll_stats_enter(qcclComm_t comm, int slot) {
@@ -36,16 +37,9 @@ void coll_stats_attach(qcclComm_t c, comm_stats_t* sink) {
   coll_stats_attach(c->rail, sink);
 }
 
-static qcclResult_t stats_check(qcclComm_t comm) {
-  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "comm: NULL communicator");
-  if (comm->magic != COMM_MAGIC)
-    return QCCL_ERR(qcclInvalidArgument, "comm: not a live communicator (destroyed?)");
-  return qcclSuccess;
-}
-
 qcclResult_t qcclCommGetStats(qcclComm_t comm, qcclStats_t* stats) {
   err_clear();
-  QCCL_CHECK(stats_check(comm));
+  QCCL_CHECK(check_comm("qcclCommGetStats", comm));
   if (stats == NULL) return QCCL_ERR(qcclInvalidArgument, "stats: NULL pointer");
   if (stats->size != sizeof(qcclStats_t))
     return QCCL_ERR(qcclInvalidArgument,
@@ -74,7 +68,7 @@ qcclResult_t qcclCommGetStats(qcclComm_t comm, qcclStats_t* stats) {
 
 qcclResult_t qcclCommResetStats(qcclComm_t comm) {
   err_clear();
-  QCCL_CHECK(stats_check(comm));
+  QCCL_CHECK(check_comm("qcclCommResetStats", comm));
   for (int k = 0; k < COMM_MAX_LANES; k++) {
     const qcclComm_t l = comm_lane_at(comm, k);
     if (l != NULL) memset(l->stats->coll, 0, sizeof l->stats->coll);

@@ -165,17 +165,17 @@ qcclResult_t zpp_agq_check(const char* fn, const void* sendbuff, void* recvbuff,
                            qcclDataType_t datatype, const qcclQuantSpec_t* spec, int spec_optional,
                            qcclComm_t comm, qcclStream_t stream, zpp_op_t* op) {
   stream_t* st;
-  QCCL_CHECK(zpp_check_comm(fn, comm, stream, &st));
+  QCCL_CHECK(check_comm_usable(fn, comm, stream, &st));
   QCCL_CHECK(zpp_check_type(fn, datatype));
-  QCCL_CHECK(
-      zpp_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype)));
+  QCCL_CHECK(check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype),
+                         QUANT_MAX_COUNT));
   memset(op, 0, sizeof *op);
   op->stream = st;
   if (spec == NULL && spec_optional)
     op->plain = 1;
   else
     QCCL_CHECK(zpp_check_spec(fn, "spec", spec, &op->q1));
-  QCCL_CHECK(zpp_check_buffers(fn, "sendcount", sendcount, sendbuff, recvbuff));
+  QCCL_CHECK(check_buffers(fn, "sendcount", sendcount, sendbuff, recvbuff));
   op->kind = ZPP_AGQ;
   op->slot = qcclStatAllGatherQ;
   op->comm = comm;

@@ -252,7 +252,7 @@ qcclResult_t qcclCommSetPolicy(qcclComm_t comm, qcclStatColl_t collective,
                                const qcclQuantSpec_t* spec, size_t minBytes) {
   static const char fn[] = "qcclCommSetPolicy";
   err_clear();
-  qcclResult_t r = zpp_check_comm(fn, comm, NULL, NULL);
+  qcclResult_t r = check_comm_usable(fn, comm, NULL, NULL);
   if (r != qcclSuccess) return zpp_fail(comm, r);
   int idx = collective == qcclStatAllGather       ? ZPP_POL_AG
             : collective == qcclStatReduceScatter ? ZPP_POL_RS

@@ -325,15 +325,16 @@ qcclResult_t zpp_rsq_check(const char* fn, const void* sendbuff, void* recvbuff,
                            qcclStream_t stream, zpp_op_t* o) {
   const char* cname = rs ? "recvcount" : "count";
   stream_t* st;
-  QCCL_CHECK(zpp_check_comm(fn, comm, stream, &st));
+  QCCL_CHECK(check_comm_usable(fn, comm, stream, &st));
   QCCL_CHECK(zpp_check_type(fn, datatype));
-  QCCL_CHECK(zpp_check_count(fn, cname, count, (size_t)comm->nranks, dtype_size(datatype)));
+  QCCL_CHECK(
+      check_count(fn, cname, count, (size_t)comm->nranks, dtype_size(datatype), QUANT_MAX_COUNT));
   if (op != qcclSum && op != qcclAvg)
     return QCCL_ERR(qcclInvalidArgument, "%s: op=%d is not qcclSum or qcclAvg", fn, (int)op);
   memset(o, 0, sizeof *o);
   o->stream = st;
   QCCL_CHECK(zpp_check_cfg(fn, cfg, &o->q1, &o->q2));
-  QCCL_CHECK(zpp_check_buffers(fn, cname, count, sendbuff, recvbuff));
+  QCCL_CHECK(check_buffers(fn, cname, count, sendbuff, recvbuff));
   o->comm = comm;
   o->send = sendbuff;
   o->recv = recvbuff;
@@ -375,7 +376,7 @@ qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,
   static const char fn[] = "qcclReduceScatterQResidualCount";
   err_clear();
   quant_params_t intra, inter;
-  qcclResult_t r = zpp_check_comm(fn, comm, NULL, NULL);
+  qcclResult_t r = check_comm_usable(fn, comm, NULL, NULL);
   if (r == qcclSuccess) r = zpp_check_cfg(fn, cfg, &intra, &inter);
   if (r == qcclSuccess && count == NULL) r = QCCL_ERR(qcclInvalidArgument, "%s: count is NULL", fn);
   if (r != qcclSuccess) return zpp_fail(comm, r);

@@ -58,10 +58,11 @@ qcclResult_t qcclSecondaryCreate(qcclComm_t comm, size_t sendcount, qcclDataType
                                  const qcclQuantSpec_t* storage, qcclSecondary_t* secondary) {
   static const char fn[] = "qcclSecondaryCreate";
   err_clear();
-  qcclResult_t r = zpp_check_comm(fn, comm, NULL, NULL);
+  qcclResult_t r = check_comm_usable(fn, comm, NULL, NULL);
   if (r == qcclSuccess) r = zpp_check_type(fn, datatype);
   if (r == qcclSuccess)
-    r = zpp_check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype));
+    r = check_count(fn, "sendcount", sendcount, (size_t)comm->nranks, dtype_size(datatype),
+                    QUANT_MAX_COUNT);
   quant_params_t sp;
   memset(&sp, 0, sizeof sp);
   if (r == qcclSuccess && storage != NULL) r = zpp_check_spec(fn, "storage", storage, &sp);
@@ -176,7 +177,7 @@ qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
   struct qcclSecondary* s = secondary;
   qcclComm_t comm = s->comm;
   stream_t* st = NULL;
-  qcclResult_t r = zpp_check_comm(fn, comm, stream, &st);
+  qcclResult_t r = check_comm_usable(fn, comm, stream, &st);
   if (r == qcclSuccess && s->total > 0 && recvbuff == NULL)
     r = QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with %zu elements to gather", fn,
                  s->total);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collectives/check.h"
 #include "collectives/coll.h"
 #include "core/stream.h"
 #include "quant/quant.h"
@@ -64,16 +65,10 @@ qcclResult_t zpp_residual(qcclComm_t comm, int tag, size_t count, float** out);
 /* The quantization ISA (decided once per process). */
 qcclResult_t zpp_isa(quant_isa_t* isa);
 
-/* ---- argument checks (messages name the function and the argument) ---- */
+/* ---- argument checks (messages name the function and the argument; the
+ * communicator, count and buffer checks are collectives/check.h's) ---- */
 
-qcclResult_t zpp_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s);
 qcclResult_t zpp_check_type(const char* fn, qcclDataType_t t);
-/* count * factor elements of es bytes must fit in memory. */
-qcclResult_t zpp_check_count(const char* fn, const char* what, size_t count, size_t factor,
-                             size_t es);
-/* sendbuff and recvbuff may be NULL only with count (named what) 0. */
-qcclResult_t zpp_check_buffers(const char* fn, const char* what, size_t count, const void* sendbuff,
-                               const void* recvbuff);
 qcclResult_t zpp_check_spec(const char* fn, const char* what, const qcclQuantSpec_t* spec,
                             quant_params_t* p);
 /* The reduction hops of cfg (NULL: defaults), and its error feedback. */

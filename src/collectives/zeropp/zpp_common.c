@@ -92,42 +92,10 @@ qcclResult_t zpp_isa(quant_isa_t* isa) {
 
 /* ---- checks ---- */
 
-qcclResult_t zpp_check_comm(const char* fn, qcclComm_t comm, qcclStream_t stream, stream_t** s) {
-  if (comm == NULL) return QCCL_ERR(qcclInvalidArgument, "%s: comm is NULL", fn);
-  if (comm->magic != COMM_MAGIC)
-    return QCCL_ERR(qcclInvalidArgument, "%s: comm is not a live communicator", fn);
-  if (comm->finalized) return QCCL_ERR(qcclInvalidUsage, "%s: comm was finalized", fn);
-  if (comm->async_error != qcclSuccess) {
-    engine_tell_peers(comm);
-    return QCCL_ERR(comm->async_error, "%s: comm failed before (%s)%s%s", fn,
-                    qcclGetErrorString(comm->async_error), comm->fail_reason[0] ? ": " : "",
-                    comm->fail_reason);
-  }
-  if (s == NULL) return qcclSuccess; /* a call that takes no stream */
-  return engine_stream_arg(fn, stream, s);
-}
-
 qcclResult_t zpp_check_type(const char* fn, qcclDataType_t t) {
   if (t != qcclFloat32 && t != qcclFloat16 && t != qcclBfloat16)
     return QCCL_ERR(qcclInvalidArgument,
                     "%s: datatype=%d is not qcclFloat32, qcclFloat16 or qcclBfloat16", fn, (int)t);
-  return qcclSuccess;
-}
-
-qcclResult_t zpp_check_count(const char* fn, const char* what, size_t count, size_t factor,
-                             size_t es) {
-  if (count > QUANT_MAX_COUNT / factor || count * factor > (size_t)PTRDIFF_MAX / es)
-    return QCCL_ERR(qcclInvalidArgument, "%s: %s=%zu overflows the buffer size (x %zu x %zu bytes)",
-                    fn, what, count, factor, es);
-  return qcclSuccess;
-}
-
-qcclResult_t zpp_check_buffers(const char* fn, const char* what, size_t count, const void* sendbuff,
-                               const void* recvbuff) {
-  if (count > 0 && sendbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "%s: sendbuff is NULL with %s=%zu", fn, what, count);
-  if (count > 0 && recvbuff == NULL)
-    return QCCL_ERR(qcclInvalidArgument, "%s: recvbuff is NULL with %s=%zu", fn, what, count);
   return qcclSuccess;
 }
 
