@@ -471,6 +471,8 @@ qcclResult_t qcclCommAbort(qcclComm_t comm) {
   QCCL_CHECK(check_comm("qcclCommAbort", comm));
   comm->magic = COMM_DEAD; /* the handle is gone; calls inside still see their memory */
   comm_abort_segments(comm);
+  /* a call making a lane waits on the bootstrap ring (comm_lane_make) */
+  boot_shutdown(comm->boot);
   engine_comm_abort(comm);
   return qcclSuccess;
 }

@@ -801,6 +801,12 @@ double boot_timeout(const bootstrap_t* b) {
   return b->timeout;
 }
 
+void boot_shutdown(bootstrap_t* b) {
+  if (b == NULL) return;
+  if (b->next_fd >= 0) shutdown(b->next_fd, SHUT_RDWR);
+  if (b->prev_fd >= 0 && b->prev_fd != b->next_fd) shutdown(b->prev_fd, SHUT_RDWR);
+}
+
 void boot_close(bootstrap_t* b, int orderly) {
   if (!b) return;
   if (orderly && b->prev_fd >= 0) sock_bye(b->prev_fd);

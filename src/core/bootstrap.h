@@ -62,6 +62,11 @@ int boot_rank(const bootstrap_t* b);
 int boot_nranks(const bootstrap_t* b);
 double boot_timeout(const bootstrap_t* b);
 
+/* Shuts b's ring connections down (from any thread; NULL is fine): an
+ * exchange another thread waits in fails at once, and the neighbours
+ * see this rank leave. For an abort; b is freed later by boot_close. */
+void boot_shutdown(bootstrap_t* b);
+
 /* Closes every socket and frees b (NULL is fine). Local. */
 void boot_close(bootstrap_t* b, int orderly);
 
