@@ -19,6 +19,16 @@
 void reduce_kernel(void* dst, const void* const* srcs, int k, size_t n, qcclDataType_t t,
                    qcclRedOp_t op, int avg_div);
 
+/* reduce_kernel with the baseline (avx2 0) or the AVX2 build of the
+ * kernels (avx2 1: only where reduce_isa_avx2 could choose it), for the
+ * test that both give the same bits. */
+void reduce_kernel_isa(int avx2, void* dst, const void* const* srcs, int k, size_t n,
+                       qcclDataType_t t, qcclRedOp_t op, int avg_div);
+
+/* 1 if reduce_kernel runs the AVX2 build (the CPU has AVX2 and
+ * QCCL_REDUCE_ISA is not scalar). */
+int reduce_isa_avx2(void);
+
 /* As reduce_kernel for a narrow float t, but leaves the f32 accumulation
  * in dst unrounded (for algorithms whose later stages go on in f32, so the
  * result is still rounded once). Same order, same bits as reduce_kernel
