@@ -191,6 +191,9 @@ qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out);
  * running plain ones) keeps counting under the outer slot. */
 int coll_stats_enter(qcclComm_t comm, int slot);
 void coll_stats_leave(qcclComm_t comm, int prev);
+/* As coll_stats_enter, without counting a call: for calls the caller
+ * counts itself (the user's sends and receives, one call each). */
+int coll_stats_open(qcclComm_t comm, int slot);
 
 /* The qcclStatColl_t slot of a plain kind. */
 int coll_stat_slot_of(coll_kind_t kind);

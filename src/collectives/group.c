@@ -59,7 +59,7 @@ static qcclResult_t group_run_zero(const group_op_t* ops, int i, int j) {
 }
 
 /* Runs ops [i, j) of one p2p step. */
-static qcclResult_t group_run_p2p(const group_op_t* ops, int i, int j) {
+static qcclResult_t group_run_p2p_ops(const group_op_t* ops, int i, int j) {
   int n = j - i;
   if (n == 1) {
     qcclComm_t c = ops[i].comm;
@@ -79,6 +79,18 @@ static qcclResult_t group_run_p2p(const group_op_t* ops, int i, int j) {
   }
   free(args);
   free(comms);
+  return r;
+}
+
+/* Runs ops [i, j) of one p2p step: the user's sends and receives, each
+ * counted as one call, their bytes under the same slot. */
+static qcclResult_t group_run_p2p(const group_op_t* ops, int i, int j) {
+  int n = j - i;
+  for (int k = i; k < j; k++) ops[k].comm->stats->coll[qcclStatSendRecv].calls++;
+  int prev[n];
+  for (int k = i; k < j; k++) prev[k - i] = coll_stats_open(ops[k].comm, qcclStatSendRecv);
+  qcclResult_t r = group_run_p2p_ops(ops, i, j);
+  for (int k = j - 1; k >= i; k--) coll_stats_leave(ops[k].comm, prev[k - i]);
   return r;
 }
 

@@ -41,12 +41,11 @@ static qcclResult_t p2p_post(const coll_args_t* a, qcclComm_t c, p2p_state_t* st
   size_t n = a->count * dtype_size(a->datatype);
   int idx = c->peer_idx[a->root];
   if (a->kind == COLL_SEND) {
-    int prev = coll_stats_enter(c, qcclStatSendRecv);
+    /* under the slot the caller opened: the user's sends and receives
+     * (group.c), or the collective a flat algorithm serves */
     coll_stats_sent(c, a->root, n);
-    coll_stats_leave(c, prev);
     return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, &st->req);
   }
-  if (c->stats->cur < 0) c->stats->coll[qcclStatSendRecv].calls++;
   return t->irecv(c->peer_ctx[a->root], idx, a->recvbuff, n, &st->req);
 }
 

@@ -24,6 +24,13 @@ int coll_stats_enter(qcclComm_t comm, int slot) {
   return prev;
 }
 
+int coll_stats_open(qcclComm_t comm, int slot) {
+  comm_stats_t* st = comm->stats;
+  int prev = st->cur;
+  if (prev < 0) st->cur = slot;
+  return prev;
+}
+
 void coll_stats_leave(qcclComm_t comm, int prev) {
   /* no write when nothing changes: a rail thread may count while the
    * caller's thread holds the slot */

@@ -158,6 +158,8 @@ static void case_ring(mr_t* t, int k, size_t n, qcclDataType_t dt) {
   mr_buf_t r;
   make_send(&c, &s, dt, n, dst, 0);
   mr_buf_alloc(&r, n * mr_dt_size(dt), 0);
+  qcclStats_t before = QCCL_STATS_INITIALIZER, after = QCCL_STATS_INITIALIZER;
+  MR_OK(&c, qcclCommGetStats(t->comm, &before));
   MR_OK(&c, qcclGroupStart());
   if (me & 1) {
     MR_OK(&c, qcclRecv(r.p, n, dt, src, t->comm, NULL));
@@ -169,6 +171,20 @@ static void case_ring(mr_t* t, int k, size_t n, qcclDataType_t dt) {
   MR_OK(&c, qcclGroupEnd());
   check_recv(&c, &r, dt, n, src, 0, "received block");
   check_send(&c, &s, "sendbuff");
+  /* counters: a send and a receive are two calls, the bytes sent under
+   * the same slot, nothing under any other */
+  MR_OK(&c, qcclCommGetStats(t->comm, &after));
+  for (int i = 0; i < qcclStatNumColls; i++) {
+    uint64_t calls = after.coll[i].calls - before.coll[i].calls;
+    uint64_t bytes = after.coll[i].bytesIntra + after.coll[i].bytesInter -
+                     before.coll[i].bytesIntra - before.coll[i].bytesInter;
+    uint64_t want_calls = i == qcclStatSendRecv ? 2 : 0;
+    uint64_t want_bytes = i == qcclStatSendRecv ? n * mr_dt_size(dt) : 0;
+    if (calls != want_calls || bytes != want_bytes)
+      mr_case_fail(&c, "counters slot %d: %llu calls, %llu bytes; expected %llu and %llu", i,
+                   (unsigned long long)calls, (unsigned long long)bytes,
+                   (unsigned long long)want_calls, (unsigned long long)want_bytes);
+  }
   mr_case_end(&c);
 }
 
