@@ -63,18 +63,30 @@ def main():
                 with open(jpath) as f:  # qccl-perf's JSON, as compare.py reads it
                     for row in json.load(f)["rows"]:
                         times[(w, row["size"], v)].append(row["out_of_place"]["median_us"])
-            print(f"env_ab: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
+        # the table so far after every round, so that a run cut short
+        # still leaves its figures (on stderr; the final one on stdout)
+        print(f"env_ab: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
+        if rnd + 1 < a.rounds:
+            table(a, values, ranks, times, rnd + 1, sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
-    print(f"# {a.coll} ({a.datatype}), median call time (us) of {a.rounds} interleaved rounds, "
-          f"{a.var} = " + " / ".join(values))
+    table(a, values, ranks, times, a.rounds, sys.stdout)
+
+
+def table(a, values, ranks, times, rounds, out):
+    """Prints the median call time of every rank count, size and value."""
+    print(f"# {a.coll} ({a.datatype}), median call time (us) of {rounds} interleaved rounds, "
+          f"{a.var} = " + " / ".join(values), file=out)
     for w in ranks:
-        print(f"# {w} ranks")
+        print(f"# {w} ranks", file=out)
         print("%10s" % "bytes" + "".join("%12s" % v for v in values) +
-              "".join("%12s" % f"{v}/{values[0]}" for v in values[1:]))
+              "".join("%12s" % f"{v}/{values[0]}" for v in values[1:]), file=out)
         for s in sorted({k[1] for k in times if k[0] == w}):
+            if any(not times[(w, s, v)] for v in values):
+                continue
             med = [statistics.median(times[(w, s, v)]) for v in values]
             print("%10d" % s + "".join("%12.2f" % m for m in med) +
-                  "".join("%12.2f" % (m / med[0]) for m in med[1:]))
+                  "".join("%12.2f" % (m / med[0]) for m in med[1:]), file=out)
+    out.flush()
 
 
 if __name__ == "__main__":
