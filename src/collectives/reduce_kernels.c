@@ -9,7 +9,9 @@
  * elements per call (f32: 0.80-0.84 at 1-16 MiB, but 1.07-1.09 at
  * 64-256 KiB, where the baseline stays; docs/PERF.md, "Reduction kernels
  * for AVX2"). QCCL_REDUCE_ISA=scalar or avx2 forces one build for all.
- * Both give the same bits, so ranks may even choose differently.
+ * Both give the same bits (but for which of several NaN inputs comes out,
+ * reduce_kernels_impl.h), and each element is computed by one rank, so
+ * ranks may even choose differently.
  */
 #include <pthread.h>
 #include <stdint.h>

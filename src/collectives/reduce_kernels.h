@@ -21,7 +21,8 @@ void reduce_kernel(void* dst, const void* const* srcs, int k, size_t n, qcclData
 
 /* reduce_kernel with the baseline (avx2 0) or the AVX2 build of the
  * kernels (avx2 1: only where reduce_isa_avx2 could choose it), for the
- * test that both give the same bits. */
+ * test that both give the same bits (NaN payloads aside:
+ * reduce_kernels_impl.h). */
 void reduce_kernel_isa(int avx2, void* dst, const void* const* srcs, int k, size_t n,
                        qcclDataType_t t, qcclRedOp_t op, int avg_div);
 

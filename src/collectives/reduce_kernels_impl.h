@@ -4,7 +4,12 @@
  * (reduce_kernels_avx2.c), each file defining its table with RK_TABLE. The
  * kernels do the same arithmetic per element in the same order whatever
  * the vector width, and both files are built with -ffp-contract=off, so
- * both give the same bits (tests/unit/unit_reduce_isa.c checks it).
+ * both give the same bits (tests/unit/unit_reduce_isa.c checks it), but
+ * for which NaN comes out where several inputs of an element are NaN (a
+ * compiler may order the operands of a commutative operation either way;
+ * IEEE 754 leaves that NaN's sign and payload open). Each element is
+ * computed by one rank and copied to the others, so the ranks agree even
+ * if they run different builds.
  *
  * Work goes in blocks of RK_BLOCK elements: the block of source 0 is loaded
  * (widened) into an accumulator array on the stack, every further source is
