@@ -181,8 +181,11 @@ qcclResult_t qcclCommInitFromEnv(qcclComm_t* comm);
 /* Splits comm into sub-communicators, one per color (NCCL's semantics):
  * ranks passing the same color join the same new communicator, ordered by
  * key and then by their rank in comm. Color QCCL_SPLIT_NOCOLOR (or any
- * negative color) makes *newcomm NULL. Collective over comm. config may be
- * NULL (the parent's settings are inherited). */
+ * negative color) makes *newcomm NULL. Collective over comm, in the same
+ * place of every rank's sequence of calls on comm: it first waits for the
+ * calls issued on comm before it (queued on host streams too), since one
+ * of them may be setting up a lane over the same connections. config may
+ * be NULL (the parent's settings are inherited). */
 qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newcomm,
                            qcclConfig_t* config);
 
