@@ -103,7 +103,7 @@ static void engine_take(qcclComm_t c, int ncoll, int alone, engine_turn_t* t) {
   t->comm = c;
   t->seq = c->seq_next++;
   c->refs++;
-  int nl = c->nlanes > 0 ? c->nlanes : 1;
+  int nl = c->nlanes; /* 1..COMM_MAX_LANES, set at init */
   t->lane_base = c->lane_next;
   c->lane_next += (uint64_t)ncoll;
   t->lane = -1;
@@ -204,8 +204,7 @@ static qcclResult_t engine_run(engine_turn_t* turns, int n, engine_run_fn run, v
 
 qcclResult_t engine_lane(const engine_turn_t* t, int j, qcclComm_t* out) {
   qcclComm_t c = t->comm;
-  int nl = c->nlanes > 0 ? c->nlanes : 1;
-  int k = (int)((t->lane_base + (uint64_t)j) % (uint64_t)nl);
+  int k = (int)((t->lane_base + (uint64_t)j) % (uint64_t)c->nlanes);
   *out = c;
   if (k == 0) return qcclSuccess;
   if (c->lane[k] == NULL) QCCL_CHECK(comm_lane_make(c, k));

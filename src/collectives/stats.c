@@ -14,20 +14,16 @@
 #include "collectives/check.h"
 #include "collectives/coll.h"
 
-int coll_stats_enter(qcclComm_t comm, int slot) {
-  comm_stats_t* st = comm->stats;
-  int prev = st->cur;
-  if (prev < 0) {
-    st->cur = slot;
-    st->coll[slot].calls++;
-  }
-  return prev;
-}
-
 int coll_stats_open(qcclComm_t comm, int slot) {
   comm_stats_t* st = comm->stats;
   int prev = st->cur;
   if (prev < 0) st->cur = slot;
+  return prev;
+}
+
+int coll_stats_enter(qcclComm_t comm, int slot) {
+  int prev = coll_stats_open(comm, slot);
+  if (prev < 0) comm->stats->coll[slot].calls++;
   return prev;
 }
 
