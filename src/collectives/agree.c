@@ -204,7 +204,7 @@ qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_o
     memcpy(h + 1, rec, sizeof(uint64_t) * 3);
 #if QCCL_HAVE_UCX
     /* a peer reported a failed call: fail before any data moves */
-    if (comm->ucx != NULL) QCCL_CHECK(ucx_control_seen(comm->ucx));
+    QCCL_CHECK(coll_lanes_control_seen(comm));
 #endif
   }
   shm_t* s = agree_shm(comm);
@@ -257,18 +257,35 @@ qcclResult_t coll_agree_init(qcclComm_t comm) {
   return qcclSuccess;
 }
 
+qcclResult_t coll_lanes_control_seen(qcclComm_t comm) {
+#if QCCL_HAVE_UCX
+  for (int k = 0; k < COMM_MAX_LANES; k++) {
+    qcclComm_t l = comm_lane_at(comm->top, k);
+    if (l == NULL) continue;
+    QCCL_CHECK(ucx_control_seen(l->ucx));
+    if (l->rail) QCCL_CHECK(ucx_control_seen(l->rail->ucx));
+  }
+#else
+  (void)comm;
+#endif
+  return qcclSuccess;
+}
+
 qcclResult_t coll_agree_watch(void* arg) {
 #if QCCL_HAVE_UCX
   qcclComm_t comm = arg;
   /* the pipeline's network stage runs on another thread, on the rail's
-   * worker or (no rail: ZeRO++ over unequal hosts) on this one's */
-  if (atomic_load(&comm->rail_busy)) return qcclSuccess;
-  QCCL_CHECK(ucx_watch(comm->ucx));
-  if (comm->rail) QCCL_CHECK(ucx_watch(comm->rail->ucx));
+   * worker or (no rail: ZeRO++ over unequal hosts) on this one's: it
+   * progresses them itself */
+  if (!atomic_load(&comm->rail_busy)) {
+    QCCL_CHECK(ucx_watch(comm->ucx));
+    if (comm->rail) QCCL_CHECK(ucx_watch(comm->rail->ucx));
+  }
+  return coll_lanes_control_seen(comm);
 #else
   (void)arg;
-#endif
   return qcclSuccess;
+#endif
 }
 
 /* ---- across hosts: the report of a failed call ---------------------- */

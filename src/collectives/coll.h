@@ -164,6 +164,10 @@ qcclResult_t coll_agree_failed(qcclComm_t comm, qcclResult_t r);
  * the communicator): its waits fail when the network brings news of a
  * failed call or of a call with other arguments (ucx_watch). */
 qcclResult_t coll_agree_watch(void* arg);
+/* qcclRemoteError when a peer's report of a failed call waits on any of
+ * the workers of comm's communicator (every lane's, and their rails'): a
+ * call on one lane hears of a failure on another. Does not progress them. */
+qcclResult_t coll_lanes_control_seen(qcclComm_t comm);
 
 /* The call number the messages of comm (and of its rail) carry across
  * hosts from now on (agree.c; transport/ucx.c compares it on receipt).

@@ -175,6 +175,15 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
                                              comms[i]->peer_idx[a->root]);
       if (r != qcclSuccess) gone = i;
     }
+    /* a peer's report of a failed call that came on another lane */
+    for (int i = 0; i < n && gone < 0; i++) {
+      if (st[i].complete) continue;
+      r = coll_lanes_control_seen(comms[i]);
+      if (r != qcclSuccess) {
+        failed = i;
+        goto done;
+      }
+    }
     if (gone >= 0) {
       /* a peer that left may have sent everything first: fail only if the
        * next pass can move nothing more */

@@ -24,6 +24,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "core/wait.h"
 
 double clock_now(void) {
   struct timespec ts;
@@ -200,15 +201,20 @@ qcclResult_t sock_listen(const sock_addr_t* addr, int* fd, sock_addr_t* bound) {
 }
 
 /* Waits for events on fd until deadline: 1 ready, 0 timed out. */
+/* Waits for events on fd until deadline, running the waits' idle hook
+ * (core/wait.h) every SOCK_HOOK_MS: a rank that waits on the bootstrap
+ * (a lane being made, a split) keeps its transport's idle workers moving. */
+#define SOCK_HOOK_MS 10
 static int sock_wait(int fd, short events, double deadline) {
   for (;;) {
     double left = deadline - clock_now();
     if (left <= 0) return 0;
     struct pollfd p = {.fd = fd, .events = events, .revents = 0};
-    int ms = left > 1.0 ? 1000 : (int)(left * 1000) + 1;
+    int ms = left > SOCK_HOOK_MS * 1e-3 ? SOCK_HOOK_MS : (int)(left * 1000) + 1;
     int n = poll(&p, 1, ms);
     if (n > 0) return 1;
     if (n < 0 && errno != EINTR) return 1; /* let the caller see the error */
+    backoff_run_idle_hook();
   }
 }
 

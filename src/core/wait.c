@@ -6,11 +6,13 @@
  * quiet, 172 us on a loaded host with `pause`, 0.10 us without). The clock
  * is read once every 64 polls. Yielding hands the core to an
  * oversubscribed peer that holds the data we wait for; after ~50 ms of
- * waiting, 50 us naps keep a stalled job from burning both cores.
+ * waiting, 50 us naps keep a stalled job from burning both cores. Once
+ * it yields, a wait also runs the idle hook now and then (wait.h).
  */
 #include "core/wait.h"
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "core/socket.h"
@@ -19,6 +21,19 @@
 #define BACKOFF_NAP_AFTER 0.05
 
 #define BACKOFF_CLOCK_EVERY 64
+#define BACKOFF_HOOK_EVERY 16
+
+typedef void (*backoff_hook_t)(void);
+static _Atomic(backoff_hook_t) backoff_hook;
+
+void backoff_set_idle_hook(void (*fn)(void)) {
+  atomic_store_explicit(&backoff_hook, fn, memory_order_release);
+}
+
+void backoff_run_idle_hook(void) {
+  backoff_hook_t hook = atomic_load_explicit(&backoff_hook, memory_order_acquire);
+  if (hook) hook();
+}
 
 void backoff_init(backoff_t* b, uint32_t spin_us) {
   b->iter = 0;
@@ -47,7 +62,9 @@ int backoff_idle(backoff_t* b) {
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
   }
-  if (now >= b->next_check) {
+  int check = now >= b->next_check;
+  if (check || b->iter % BACKOFF_HOOK_EVERY == 0) backoff_run_idle_hook();
+  if (check) {
     b->next_check = now + BACKOFF_CHECK_PERIOD;
     return 1;
   }

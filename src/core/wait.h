@@ -24,4 +24,12 @@ void backoff_init(backoff_t* b, uint32_t spin_us);
 /* One idle step. Returns 1 when a slow check is due (every ~20 ms). */
 int backoff_idle(backoff_t* b);
 
+/* A function every wait runs once it has stopped spinning: at every 16th
+ * idle step and at each slow check. The UCX transport sets it to progress
+ * the workers no thread is using (transport/ucx.c: a finished send may
+ * still sit in one). Set once, never cleared. */
+void backoff_set_idle_hook(void (*fn)(void));
+/* Runs the hook now (for waits that do not use backoff_idle). */
+void backoff_run_idle_hook(void);
+
 #endif /* QCCL_CORE_WAIT_H_ */

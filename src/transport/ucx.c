@@ -13,9 +13,23 @@
  * them; so unless UCX_TLS is set by the user, the context is restricted to
  * network transports (QCCL_UCX_TLS, default "^sm": all but shared memory), and the test
  * bed measures what a cluster would see.
+ *
+ * A finished send is not always on the wire: UCX's TCP transport copies a
+ * small message into its own buffer and completes the request, and sends
+ * the rest when the worker is next progressed (also the acknowledgement a
+ * receiver owes a large message's sender). A rank that went on to a call
+ * of another communicator, or of another lane of the same one, and waits
+ * there for a peer that waits for those bytes would wait forever. So every
+ * open worker is in one list, and a rank that waits anywhere (core/wait.c
+ * runs ucx_progress_idle now and then once it yields) progresses every
+ * worker that no thread is using. Each worker has a mutex that every use
+ * holds (UCX's serialized mode: one thread at a time); the waiter only
+ * tries it.
  */
 #include "transport/ucx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +38,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/socket.h"
+#include "core/wait.h"
 #include "transport/transport.h"
 
 #define UCX_CLOSE_WAIT 3.0   /* seconds a normal close may flush */
@@ -49,7 +64,55 @@ struct ucx {
   char ctl[UCX_CONTROL_MAX];
   void** ctl_reqs;
   int ctl_posted;
+  pthread_mutex_t mu;      /* held by every use of the worker */
+  struct ucx *prev, *next; /* in ucx_all, when listed */
+  int listed;
 };
+
+/* Every open worker (see the top). */
+static pthread_mutex_t ucx_all_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ucx* ucx_all;
+static atomic_int ucx_nall;
+
+/* Progresses every open worker that no thread is using, without waiting
+ * for one (a thread in the list already does it; a worker in use is
+ * progressed by its user). */
+static void ucx_progress_idle(void) {
+  if (atomic_load_explicit(&ucx_nall, memory_order_relaxed) == 0) return;
+  if (pthread_mutex_trylock(&ucx_all_mu) != 0) return;
+  for (struct ucx* u = ucx_all; u != NULL; u = u->next) {
+    if (pthread_mutex_trylock(&u->mu) != 0) continue;
+    ucp_worker_progress(u->worker);
+    pthread_mutex_unlock(&u->mu);
+  }
+  pthread_mutex_unlock(&ucx_all_mu);
+}
+
+static void ucx_list_add(ucx_t* u) {
+  pthread_mutex_lock(&ucx_all_mu);
+  u->prev = NULL;
+  u->next = ucx_all;
+  if (ucx_all) ucx_all->prev = u;
+  ucx_all = u;
+  u->listed = 1;
+  atomic_fetch_add(&ucx_nall, 1);
+  pthread_mutex_unlock(&ucx_all_mu);
+  backoff_set_idle_hook(ucx_progress_idle);
+}
+
+static void ucx_list_remove(ucx_t* u) {
+  pthread_mutex_lock(&ucx_all_mu);
+  if (u->listed) {
+    if (u->prev)
+      u->prev->next = u->next;
+    else
+      ucx_all = u->next;
+    if (u->next) u->next->prev = u->prev;
+    u->listed = 0;
+    atomic_fetch_sub(&ucx_nall, 1);
+  }
+  pthread_mutex_unlock(&ucx_all_mu);
+}
 
 static void ucx_control_flush(ucx_t* u, double wait);
 
@@ -193,6 +256,7 @@ qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_
   if (!u) return QCCL_ERR(qcclSystemError, "out of memory");
   u->rank = boot_rank(boot);
   u->nranks = w;
+  pthread_mutex_init(&u->mu, NULL);
   u->eps = calloc((size_t)w, sizeof *u->eps);
   u->failed = calloc((size_t)w, sizeof *u->failed);
   u->args = calloc((size_t)w, sizeof *u->args);
@@ -209,12 +273,14 @@ qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_
     return r;
   }
   QCCL_INFO(LOG_NET, "rank %d: UCX endpoints ready", u->rank);
+  ucx_list_add(u);
   *out = u;
   return qcclSuccess;
 }
 
 void ucx_close(ucx_t* u, int abort) {
   if (!u) return;
+  ucx_list_remove(u); /* no waiter reaches it from now on */
   int clean = 1;
   ucx_control_flush(u, UCX_CONTROL_WAIT); /* what this rank told its peers goes out */
   if (u->worker && u->eps) {
@@ -259,6 +325,7 @@ void ucx_close(ucx_t* u, int abort) {
   free(u->rseq);
   free(u->ctl_reqs);
   if (clean) free(u->args);
+  pthread_mutex_destroy(&u->mu);
   free(u);
 }
 
@@ -274,8 +341,7 @@ static qcclResult_t ucx_peer_state(ucx_t* u, int peer) {
 /* A control message waiting (another rank's communicator failed): the
  * transfer that waits fails, and the caller reads what it says
  * (ucx_take_control). */
-qcclResult_t ucx_control_seen(ucx_t* u) {
-  if (!u || !u->worker) return qcclSuccess;
+static qcclResult_t ucx_control_waiting(ucx_t* u) {
   ucp_tag_recv_info_t info;
   if (ucp_tag_probe_nb(u->worker, UCX_TAG_CTRL, UCX_TAG_CTRL, 0, &info) == NULL) return qcclSuccess;
   return QCCL_ERR(qcclRemoteError, "rank %d reported that its call across hosts failed",
@@ -325,34 +391,68 @@ static qcclResult_t ucx_call_conflict(ucx_t* u, uint64_t call) {
                   (int)(info.sender_tag & UCX_TAG_RANK_MASK), u->rank);
 }
 
-qcclResult_t ucx_watch(ucx_t* u) {
+qcclResult_t ucx_control_seen(ucx_t* u) {
   if (!u || !u->worker) return qcclSuccess;
-  ucp_worker_progress(u->worker);
-  QCCL_CHECK(ucx_control_seen(u));
-  if (u->call == 0 || (u->call & UCX_CALL_P2P)) return qcclSuccess;
-  return ucx_call_conflict(u, u->call);
+  pthread_mutex_lock(&u->mu);
+  qcclResult_t r = ucx_control_waiting(u);
+  pthread_mutex_unlock(&u->mu);
+  return r;
 }
 
-int ucx_peer_reachable(const ucx_t* u, int peer) {
-  return u && peer >= 0 && peer < u->nranks && u->eps[peer] && u->failed[peer] == UCS_OK;
+qcclResult_t ucx_watch(ucx_t* u) {
+  if (!u || !u->worker) return qcclSuccess;
+  pthread_mutex_lock(&u->mu);
+  ucp_worker_progress(u->worker);
+  qcclResult_t r = ucx_control_waiting(u);
+  if (r == qcclSuccess && u->call != 0 && !(u->call & UCX_CALL_P2P))
+    r = ucx_call_conflict(u, u->call);
+  pthread_mutex_unlock(&u->mu);
+  return r;
+}
+
+int ucx_peer_reachable(ucx_t* u, int peer) {
+  if (!u || peer < 0 || peer >= u->nranks) return 0;
+  pthread_mutex_lock(&u->mu);
+  int ok = u->eps[peer] && u->failed[peer] == UCS_OK;
+  pthread_mutex_unlock(&u->mu);
+  return ok;
+}
+
+static int ucx_reachable(const ucx_t* u, int peer) {
+  return u->eps[peer] && u->failed[peer] == UCS_OK;
 }
 
 void ucx_post_control(ucx_t* u, const void* msg, size_t n) {
-  if (!u || !u->worker || u->ctl_posted || n > sizeof u->ctl) return;
+  if (!u || !u->worker || n > sizeof u->ctl) return;
+  pthread_mutex_lock(&u->mu);
+  if (u->ctl_posted) {
+    pthread_mutex_unlock(&u->mu);
+    return;
+  }
   u->ctl_posted = 1;
   memcpy(u->ctl, msg, n);
   for (int i = 0; i < u->nranks; i++) {
-    if (!ucx_peer_reachable(u, i)) continue;
+    if (!ucx_reachable(u, i)) continue;
     ucp_request_param_t p;
     memset(&p, 0, sizeof p);
     void* s = ucp_tag_send_nbx(u->eps[i], u->ctl, n, UCX_TAG_CTRL | (ucp_tag_t)u->rank, &p);
     if (UCS_PTR_IS_PTR(s)) u->ctl_reqs[i] = s;
   }
   ucp_worker_progress(u->worker);
+  pthread_mutex_unlock(&u->mu);
 }
+
+static size_t ucx_take_control_locked(ucx_t* u, void* buf, size_t cap, int* from);
 
 size_t ucx_take_control(ucx_t* u, void* buf, size_t cap, int* from) {
   if (!u || !u->worker) return 0;
+  pthread_mutex_lock(&u->mu);
+  size_t n = ucx_take_control_locked(u, buf, cap, from);
+  pthread_mutex_unlock(&u->mu);
+  return n;
+}
+
+static size_t ucx_take_control_locked(ucx_t* u, void* buf, size_t cap, int* from) {
   ucp_worker_progress(u->worker);
   ucp_tag_recv_info_t info;
   ucp_tag_message_h m = ucp_tag_probe_nb(u->worker, UCX_TAG_CTRL, UCX_TAG_CTRL, 1, &info);
@@ -436,15 +536,32 @@ static qcclResult_t ucx_post(ucx_t* u, int send, int peer, void* buf, size_t n, 
 }
 
 static qcclResult_t ucx_isend(void* ctx, int peer, const void* buf, size_t n, void** req) {
-  return ucx_post(ctx, 1, peer, (void*)buf, n, req);
+  ucx_t* u = ctx;
+  pthread_mutex_lock(&u->mu);
+  qcclResult_t r = ucx_post(u, 1, peer, (void*)buf, n, req);
+  pthread_mutex_unlock(&u->mu);
+  return r;
 }
 
 static qcclResult_t ucx_irecv(void* ctx, int peer, void* buf, size_t n, void** req) {
-  return ucx_post(ctx, 0, peer, buf, n, req);
+  ucx_t* u = ctx;
+  pthread_mutex_lock(&u->mu);
+  qcclResult_t r = ucx_post(u, 0, peer, buf, n, req);
+  pthread_mutex_unlock(&u->mu);
+  return r;
 }
+
+static qcclResult_t ucx_test_locked(ucx_t* u, void* req, int* done);
 
 static qcclResult_t ucx_test(void* ctx, void* req, int* done) {
   ucx_t* u = ctx;
+  pthread_mutex_lock(&u->mu);
+  qcclResult_t r = ucx_test_locked(u, req, done);
+  pthread_mutex_unlock(&u->mu);
+  return r;
+}
+
+static qcclResult_t ucx_test_locked(ucx_t* u, void* req, int* done) {
   ucx_req_t* q = req;
   *done = 0;
   if (q->ucp) {
@@ -464,7 +581,7 @@ static qcclResult_t ucx_test(void* ctx, void* req, int* done) {
     }
     if (st == UCS_INPROGRESS) {
       qcclResult_t r = ucx_peer_state(u, q->peer);
-      if (r == qcclSuccess) r = ucx_control_seen(u);
+      if (r == qcclSuccess) r = ucx_control_waiting(u);
       if (r == qcclSuccess && !q->send && (q->call & UCX_CALL_P2P)) r = ucx_p2p_unmatched(u, q);
       if (r == qcclSuccess && !(q->call & UCX_CALL_P2P)) r = ucx_call_conflict(u, q->call);
       if (r != qcclSuccess) {
@@ -513,17 +630,22 @@ static void ucx_cancel(void* ctx, void* req) {
   ucx_t* u = ctx;
   ucx_req_t* q = req;
   if (q->ucp) {
+    pthread_mutex_lock(&u->mu);
     ucp_request_cancel(u->worker, q->ucp);
     ucp_request_free(q->ucp);
+    pthread_mutex_unlock(&u->mu);
   }
   free(q);
 }
 
 static qcclResult_t ucx_check(void* ctx, int peer) {
   ucx_t* u = ctx;
+  pthread_mutex_lock(&u->mu);
   ucp_worker_progress(u->worker);
-  QCCL_CHECK(ucx_peer_state(u, peer));
-  return ucx_control_seen(u);
+  qcclResult_t r = ucx_peer_state(u, peer);
+  if (r == qcclSuccess) r = ucx_control_waiting(u);
+  pthread_mutex_unlock(&u->mu);
+  return r;
 }
 
 void ucx_set_call(ucx_t* u, uint64_t call) {
@@ -532,6 +654,7 @@ void ucx_set_call(ucx_t* u, uint64_t call) {
 
 void ucx_break(ucx_t* u) {
   if (!u || !u->worker || !u->eps) return;
+  pthread_mutex_lock(&u->mu);
   ucx_control_flush(u, UCX_CONTROL_WAIT); /* what this rank told its peers goes out first */
   void** reqs = calloc((size_t)u->nranks, sizeof *reqs);
   for (int i = 0; i < u->nranks; i++) {
@@ -552,6 +675,7 @@ void ucx_break(ucx_t* u) {
     if (reqs[i]) ucp_request_free(reqs[i]);
   }
   free(reqs);
+  pthread_mutex_unlock(&u->mu);
   QCCL_INFO(LOG_NET, "rank %d: UCX endpoints closed: the communicator failed", u->rank);
 }
 

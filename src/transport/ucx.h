@@ -41,11 +41,10 @@ size_t ucx_take_control(ucx_t* u, void* buf, size_t cap, int* from);
 qcclResult_t ucx_control_seen(ucx_t* u);
 /* For a rank that waits on something else (its node's segment) while a
  * call runs: progresses the worker and fails on a control message, or on
- * a message of the current call with other arguments. Not while another
- * thread uses u. */
+ * a message of the current call with other arguments. */
 qcclResult_t ucx_watch(ucx_t* u);
 /* An endpoint to peer that has not failed. */
-int ucx_peer_reachable(const ucx_t* u, int peer);
+int ucx_peer_reachable(ucx_t* u, int peer);
 
 /* Closes every endpoint by force, now: the peers' transfers with this rank
  * fail promptly (the communicator failed here and will not take part in
