@@ -303,6 +303,19 @@ typedef struct {
   char msg[512 - 40]; /* err_last() */
 } agree_report_t;
 
+/* One report that arrived on any worker of comm's communicator (a peer
+ * that failed on another lane reports there), or 0. */
+static size_t agree_take_report(qcclComm_t comm, agree_report_t* v, int* from) {
+  for (int k = 0; k < COMM_MAX_LANES; k++) {
+    qcclComm_t l = comm_lane_at(comm->top, k);
+    if (l == NULL) continue;
+    size_t n = ucx_take_control(l->ucx, v, sizeof *v, from);
+    if (n == 0 && l->rail) n = ucx_take_control(l->rail->ucx, v, sizeof *v, from);
+    if (n > 0) return n;
+  }
+  return 0;
+}
+
 /* This rank's record of call number c, or NULL when no longer kept. */
 static const uint64_t* agree_hist(qcclComm_t comm, uint64_t c) {
   const uint64_t* h = comm->check_hist[c % AGREE_HIST];
@@ -350,8 +363,7 @@ qcclResult_t coll_agree_failed(qcclComm_t comm, qcclResult_t r) {
     agree_report_t v;
     int from;
     size_t n;
-    while ((n = ucx_take_control(comm->ucx, &v, sizeof v, &from)) > 0 ||
-           (comm->rail && (n = ucx_take_control(comm->rail->ucx, &v, sizeof v, &from)) > 0)) {
+    while ((n = agree_take_report(comm, &v, &from)) > 0) {
       if (n != sizeof v || v.magic != AGREE_REPORT_MAGIC || v.rank < 0 || v.rank >= comm->nranks)
         continue;
       v.msg[sizeof v.msg - 1] = 0;

@@ -80,7 +80,9 @@ qcclResult_t hier_pipe_run(qcclComm_t comm, const hier_pipe_ops_t* ops) {
     return QCCL_ERR(qcclSystemError, "out of memory (pipeline of %d segments)", ops->nsegs);
   hier_pipe_t p = {.ops = ops, .res = qcclSuccess};
   uint64_t base = stream_queued(s);
-  atomic_store(&comm->rail_busy, 1); /* the node's waits leave the rail's worker alone */
+  /* the node's waits leave the rail's worker to the stream (the waits' idle
+   * hook may still progress it between the stream's uses: transport/ucx.c) */
+  atomic_store(&comm->rail_busy, 1);
   int queued = 0;
   qcclResult_t res = qcclSuccess;
   for (int k = 0; k <= ops->nsegs && res == qcclSuccess; k++) {

@@ -175,9 +175,12 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
                                              comms[i]->peer_idx[a->root]);
       if (r != qcclSuccess) gone = i;
     }
-    /* a peer's report of a failed call that came on another lane */
+    /* a peer's report of a failed call that came on another lane (once
+     * per communicator) */
     for (int i = 0; i < n && gone < 0; i++) {
-      if (st[i].complete) continue;
+      int seen = st[i].complete;
+      for (int j = 0; j < i && !seen; j++) seen = !st[j].complete && comms[j]->top == comms[i]->top;
+      if (seen) continue;
       r = coll_lanes_control_seen(comms[i]);
       if (r != qcclSuccess) {
         failed = i;

@@ -65,6 +65,7 @@ struct ucx {
   void** ctl_reqs;
   int ctl_posted;
   pthread_mutex_t mu;      /* held by every use of the worker */
+  int abandoned;           /* a request was freed unfinished: not for the idle hook */
   struct ucx *prev, *next; /* in ucx_all, when listed */
   int listed;
 };
@@ -76,19 +77,37 @@ static atomic_int ucx_nall;
 
 /* Progresses every open worker that no thread is using, without waiting
  * for one (a thread in the list already does it; a worker in use is
- * progressed by its user). */
+ * progressed by its user). Not a worker with a request freed unfinished
+ * (a failed call's transfer that UCX could not cancel): it would move
+ * data into or out of a buffer the user may have reused since; its
+ * communicator has failed anyway. */
 static void ucx_progress_idle(void) {
   if (atomic_load_explicit(&ucx_nall, memory_order_relaxed) == 0) return;
   if (pthread_mutex_trylock(&ucx_all_mu) != 0) return;
   for (struct ucx* u = ucx_all; u != NULL; u = u->next) {
     if (pthread_mutex_trylock(&u->mu) != 0) continue;
-    ucp_worker_progress(u->worker);
+    if (!u->abandoned) ucp_worker_progress(u->worker);
     pthread_mutex_unlock(&u->mu);
   }
   pthread_mutex_unlock(&ucx_all_mu);
 }
 
+/* A child process keeps none of its parent's workers (nor a lock that a
+ * thread of the parent held at the fork). */
+static void ucx_list_forget(void) {
+  pthread_mutex_init(&ucx_all_mu, NULL);
+  ucx_all = NULL;
+  atomic_store(&ucx_nall, 0);
+}
+
+static pthread_once_t ucx_list_once = PTHREAD_ONCE_INIT;
+static void ucx_list_init(void) {
+  pthread_atfork(NULL, NULL, ucx_list_forget);
+  backoff_set_idle_hook(ucx_progress_idle);
+}
+
 static void ucx_list_add(ucx_t* u) {
+  pthread_once(&ucx_list_once, ucx_list_init);
   pthread_mutex_lock(&ucx_all_mu);
   u->prev = NULL;
   u->next = ucx_all;
@@ -97,7 +116,6 @@ static void ucx_list_add(ucx_t* u) {
   u->listed = 1;
   atomic_fetch_add(&ucx_nall, 1);
   pthread_mutex_unlock(&ucx_all_mu);
-  backoff_set_idle_hook(ucx_progress_idle);
 }
 
 static void ucx_list_remove(ucx_t* u) {
@@ -393,7 +411,9 @@ static qcclResult_t ucx_call_conflict(ucx_t* u, uint64_t call) {
 
 qcclResult_t ucx_control_seen(ucx_t* u) {
   if (!u || !u->worker) return qcclSuccess;
-  pthread_mutex_lock(&u->mu);
+  /* a worker in use on another thread: its user sees the report (and it
+   * may hold it for a second, closing endpoints) */
+  if (pthread_mutex_trylock(&u->mu) != 0) return qcclSuccess;
   qcclResult_t r = ucx_control_waiting(u);
   pthread_mutex_unlock(&u->mu);
   return r;
@@ -587,6 +607,7 @@ static qcclResult_t ucx_test_locked(ucx_t* u, void* req, int* done) {
       if (r != qcclSuccess) {
         ucp_request_cancel(u->worker, q->ucp);
         ucp_request_free(q->ucp);
+        u->abandoned = 1;
         free(q);
       }
       return r;
@@ -633,6 +654,7 @@ static void ucx_cancel(void* ctx, void* req) {
     pthread_mutex_lock(&u->mu);
     ucp_request_cancel(u->worker, q->ucp);
     ucp_request_free(q->ucp);
+    u->abandoned = 1;
     pthread_mutex_unlock(&u->mu);
   }
   free(q);

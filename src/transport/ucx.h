@@ -37,7 +37,8 @@ void ucx_set_call(ucx_t* u, uint64_t call);
 void ucx_post_control(ucx_t* u, const void* msg, size_t n);
 size_t ucx_take_control(ucx_t* u, void* buf, size_t cap, int* from);
 /* qcclRemoteError when a control message has arrived (not progressing
- * the worker: cheap at the start of a call). */
+ * the worker: cheap at the start of a call). A worker another thread is
+ * using is skipped: that thread sees the message itself. */
 qcclResult_t ucx_control_seen(ucx_t* u);
 /* For a rank that waits on something else (its node's segment) while a
  * call runs: progresses the worker and fails on a control message, or on
