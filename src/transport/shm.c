@@ -32,6 +32,7 @@
 #define SHM_NAME_BYTES 64
 #define SHM_HEADER_BYTES 4096
 #define SHM_MAGIC 0x4d485351u /* "QSHM" */
+#define SHM_MOVE_EVERY 0.001  /* seconds between moves off a shared CPU (shm_move_off) */
 
 typedef struct {
   uint32_t magic;
@@ -214,6 +215,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   int64_t spin_us;
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
+  s->roomy = w <= ncores;
   int64_t nt;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;
@@ -316,6 +318,43 @@ static inline uint64_t shm_counter(const shm_t* s, int j, int check) {
 
 static int shm_check_differs(shm_t* s);
 
+/* This rank shares CPU cpu with a peer it waits for although the node's
+ * ranks fit its cores: yielding keeps it there, and the two take turns
+ * at half speed until the balancer moves one (tens of ms; it happens
+ * after ranks woke each other through sockets, e.g. right after a lane
+ * was made: 1 MiB AllReduce and AllGather ran at 0.4-0.6 of their speed
+ * for the first ~10 ms). So it moves itself to an allowed CPU that no
+ * peer of the segment last waited on, by narrowing its affinity to that
+ * CPU and restoring it at once (the user's mask stays as it was). At most
+ * every SHM_MOVE_EVERY per segment, so that a CPU shared for good (other
+ * load) costs little. Returns the CPU it runs on; *shared is cleared when
+ * it moved. */
+static int shm_move_off(shm_t* s, int cpu, int* shared) {
+  double now = clock_now();
+  if (now < s->next_move) return cpu;
+  s->next_move = now + SHM_MOVE_EVERY;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < 2) return cpu;
+  int to = -1;
+  for (int c = 0; c < CPU_SETSIZE && to < 0; c++) {
+    if (c == cpu || !CPU_ISSET(c, &mask)) continue;
+    int used = 0;
+    for (int k = 0; k < s->nranks && !used; k++)
+      used = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == c;
+    if (!used) to = c;
+  }
+  if (to < 0) return cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(to, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return cpu;
+  sched_setaffinity(0, sizeof mask, &mask);
+  int now_cpu = sched_getcpu();
+  atomic_store_explicit(&s->ctrl[s->rank].cpu, now_cpu, memory_order_relaxed);
+  if (now_cpu != cpu) *shared = 0;
+  return now_cpu;
+}
+
 /* Waits until every rank in [lo, hi) reached step (on the check counter
  * when check is set). */
 static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, int check) {
@@ -330,6 +369,7 @@ static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, in
   int shared = 0;
   for (int k = j; k < hi && !shared; k++)
     shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
+  if (shared && s->roomy) cpu = shm_move_off(s, cpu, &shared);
   backoff_t b;
   backoff_init(&b, shared ? 0 : s->spin);
   double start = clock_now();
