@@ -257,14 +257,26 @@ qcclResult_t coll_agree_init(qcclComm_t comm) {
   return qcclSuccess;
 }
 
-qcclResult_t coll_lanes_control_seen(qcclComm_t comm) {
 #if QCCL_HAVE_UCX
+/* The UCX workers of comm's communicator: every lane's and its rail's
+ * (some NULL: a lane on one host). Returns how many were written. */
+static int agree_lane_workers(qcclComm_t comm, ucx_t* out[2 * COMM_MAX_LANES]) {
+  int n = 0;
   for (int k = 0; k < COMM_MAX_LANES; k++) {
     qcclComm_t l = comm_lane_at(comm->top, k);
     if (l == NULL) continue;
-    QCCL_CHECK(ucx_control_seen(l->ucx));
-    if (l->rail) QCCL_CHECK(ucx_control_seen(l->rail->ucx));
+    out[n++] = l->ucx;
+    if (l->rail) out[n++] = l->rail->ucx;
   }
+  return n;
+}
+#endif
+
+qcclResult_t coll_lanes_control_seen(qcclComm_t comm) {
+#if QCCL_HAVE_UCX
+  ucx_t* w[2 * COMM_MAX_LANES];
+  int n = agree_lane_workers(comm, w);
+  for (int i = 0; i < n; i++) QCCL_CHECK(ucx_control_seen(w[i]));
 #else
   (void)comm;
 #endif
@@ -306,12 +318,11 @@ typedef struct {
 /* One report that arrived on any worker of comm's communicator (a peer
  * that failed on another lane reports there), or 0. */
 static size_t agree_take_report(qcclComm_t comm, agree_report_t* v, int* from) {
-  for (int k = 0; k < COMM_MAX_LANES; k++) {
-    qcclComm_t l = comm_lane_at(comm->top, k);
-    if (l == NULL) continue;
-    size_t n = ucx_take_control(l->ucx, v, sizeof *v, from);
-    if (n == 0 && l->rail) n = ucx_take_control(l->rail->ucx, v, sizeof *v, from);
-    if (n > 0) return n;
+  ucx_t* w[2 * COMM_MAX_LANES];
+  int n = agree_lane_workers(comm, w);
+  for (int i = 0; i < n; i++) {
+    size_t got = ucx_take_control(w[i], v, sizeof *v, from);
+    if (got > 0) return got;
   }
   return 0;
 }

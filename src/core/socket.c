@@ -200,9 +200,10 @@ qcclResult_t sock_listen(const sock_addr_t* addr, int* fd, sock_addr_t* bound) {
   return qcclSuccess;
 }
 
-/* Waits for events on fd until deadline (1 ready, 0 timed out), running the waits' idle hook
- * (core/wait.h) every SOCK_HOOK_MS: a rank that waits on the bootstrap
- * (a lane being made, a split) keeps its transport's idle workers moving. */
+/* Waits for events on fd until deadline (1 ready, 0 timed out), running
+ * the waits' idle hook (core/wait.h) every SOCK_HOOK_MS: a rank that waits
+ * on the bootstrap (a lane being made, a split) keeps its transport's idle
+ * workers moving. */
 #define SOCK_HOOK_MS 10
 static int sock_wait(int fd, short events, double deadline) {
   for (;;) {

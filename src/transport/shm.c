@@ -327,14 +327,13 @@ static int shm_check_differs(shm_t* s);
  * peer of the segment last waited on, by narrowing its affinity to that
  * CPU and restoring it at once (the user's mask stays as it was). At most
  * every SHM_MOVE_EVERY per segment, so that a CPU shared for good (other
- * load) costs little. Returns the CPU it runs on; *shared is cleared when
- * it moved. */
-static int shm_move_off(shm_t* s, int cpu, int* shared) {
+ * load) costs little. Returns 1 when it moved. */
+static int shm_move_off(shm_t* s, int cpu) {
   double now = clock_now();
-  if (now < s->next_move) return cpu;
+  if (now < s->next_move) return 0;
   s->next_move = now + SHM_MOVE_EVERY;
   cpu_set_t mask;
-  if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < 2) return cpu;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < 2) return 0;
   int to = -1;
   for (int c = 0; c < CPU_SETSIZE && to < 0; c++) {
     if (c == cpu || !CPU_ISSET(c, &mask)) continue;
@@ -343,16 +342,15 @@ static int shm_move_off(shm_t* s, int cpu, int* shared) {
       used = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == c;
     if (!used) to = c;
   }
-  if (to < 0) return cpu;
+  if (to < 0) return 0;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(to, &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) return cpu;
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return 0;
   sched_setaffinity(0, sizeof mask, &mask);
   int now_cpu = sched_getcpu();
   atomic_store_explicit(&s->ctrl[s->rank].cpu, now_cpu, memory_order_relaxed);
-  if (now_cpu != cpu) *shared = 0;
-  return now_cpu;
+  return now_cpu != cpu;
 }
 
 /* Waits until every rank in [lo, hi) reached step (on the check counter
@@ -369,7 +367,7 @@ static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, in
   int shared = 0;
   for (int k = j; k < hi && !shared; k++)
     shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
-  if (shared && s->roomy) cpu = shm_move_off(s, cpu, &shared);
+  if (shared && s->roomy && shm_move_off(s, cpu)) shared = 0;
   backoff_t b;
   backoff_init(&b, shared ? 0 : s->spin);
   double start = clock_now();

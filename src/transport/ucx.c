@@ -66,8 +66,7 @@ struct ucx {
   int ctl_posted;
   pthread_mutex_t mu;      /* held by every use of the worker */
   int abandoned;           /* a request was freed unfinished: not for the idle hook */
-  struct ucx *prev, *next; /* in ucx_all, when listed */
-  int listed;
+  struct ucx *prev, *next; /* in ucx_all */
 };
 
 /* Every open worker (see the top). */
@@ -113,20 +112,19 @@ static void ucx_list_add(ucx_t* u) {
   u->next = ucx_all;
   if (ucx_all) ucx_all->prev = u;
   ucx_all = u;
-  u->listed = 1;
   atomic_fetch_add(&ucx_nall, 1);
   pthread_mutex_unlock(&ucx_all_mu);
 }
 
 static void ucx_list_remove(ucx_t* u) {
   pthread_mutex_lock(&ucx_all_mu);
-  if (u->listed) {
+  if (u->prev != NULL || ucx_all == u) { /* listed (a failed open is not) */
     if (u->prev)
       u->prev->next = u->next;
     else
       ucx_all = u->next;
     if (u->next) u->next->prev = u->prev;
-    u->listed = 0;
+    u->prev = u->next = NULL;
     atomic_fetch_sub(&ucx_nall, 1);
   }
   pthread_mutex_unlock(&ucx_all_mu);
@@ -430,16 +428,16 @@ qcclResult_t ucx_watch(ucx_t* u) {
   return r;
 }
 
+static int ucx_reachable(const ucx_t* u, int peer) {
+  return u->eps[peer] && u->failed[peer] == UCS_OK;
+}
+
 int ucx_peer_reachable(ucx_t* u, int peer) {
   if (!u || peer < 0 || peer >= u->nranks) return 0;
   pthread_mutex_lock(&u->mu);
-  int ok = u->eps[peer] && u->failed[peer] == UCS_OK;
+  int ok = ucx_reachable(u, peer);
   pthread_mutex_unlock(&u->mu);
   return ok;
-}
-
-static int ucx_reachable(const ucx_t* u, int peer) {
-  return u->eps[peer] && u->failed[peer] == UCS_OK;
 }
 
 void ucx_post_control(ucx_t* u, const void* msg, size_t n) {
