@@ -82,12 +82,17 @@ typedef struct {
 
 typedef struct {
   _Atomic uint64_t head; /* bytes written by the sender */
-  char pad0[SHM_LINE - 8];
+  /* single-copy messages the sender has announced (shm_p2p.c; only the
+   * sender touches it) */
+  uint64_t cma_sent;
+  char pad0[SHM_LINE - 16];
   _Atomic uint64_t tail; /* bytes consumed by the receiver */
   /* 0, or 1 + the bytes the receiver expected when it refused a message of
    * another size: the sender fails at once instead of at its timeout */
   _Atomic uint64_t refused;
-  char pad1[SHM_LINE - 16];
+  /* single-copy messages the receiver has read out of the sender's buffer */
+  _Atomic uint64_t cma_done;
+  char pad1[SHM_LINE - 24];
 } shm_chan_ctrl_t;
 
 typedef struct shm {

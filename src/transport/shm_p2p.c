@@ -10,7 +10,19 @@
  * control line (refused), so a sender blocked on a full ring fails at once
  * too. Each byte crosses memory twice (copy in,
  * copy out); a ring of 256 KiB stays in cache, so a long message streams
- * at copy speed. Requests make progress only inside test(); the caller
+ * at copy speed.
+ *
+ * Single copy (cma.h): a message from the size cma_p2p_use names (when the
+ * segment's ranks agreed to use single copy) sends only
+ * its header, which then carries the sender's buffer address; the receiver
+ * checks the size as for any header, reads the payload straight from the
+ * sender's buffer with process_vm_readv, and counts it in the pair's
+ * cma_done. The sender's request completes when cma_done reaches its
+ * message's number (cma_sent when it announced it), so its buffer stays
+ * valid until it has been read. Sends of a pair are serialised by the
+ * caller, so both counters advance in the same order.
+ *
+ * Requests make progress only inside test(); the caller
  * tests a request only after the earlier one of the same pair and
  * direction completed (sendrecv.c), which keeps the stream in order.
  */
@@ -19,15 +31,21 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "transport/cma.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
 #define P2P_MAGIC 0x50325051u /* "QP2P" */
-#define P2P_HDR 16
+/* magic (4), kind (4: P2P_STAGED or P2P_CMA), payload bytes (8), the
+ * sender's buffer address for P2P_CMA (8) */
+#define P2P_HDR 24
+enum { P2P_STAGED = 0, P2P_CMA = 1 };
 
 typedef struct {
   int send;
   int peer;
+  int cma;      /* single copy: the ring carries only the header */
+  uint64_t seq; /* a single-copy send: its number in the pair's cma_sent */
   char* buf;
   size_t bytes; /* payload */
   size_t done;  /* header + payload bytes moved */
@@ -66,40 +84,45 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
   return k;
 }
 
-static qcclResult_t shm_post_req(int send, int peer, void* buf, size_t n, void** req) {
+static qcclResult_t shm_post_req(int send, int cma, int peer, void* buf, size_t n, void** req) {
   shm_req_t* q = calloc(1, sizeof *q);
   if (!q) return QCCL_ERR(qcclSystemError, "out of memory");
   q->send = send;
+  q->cma = cma;
   q->peer = peer;
   q->buf = buf;
   q->bytes = n;
-  uint32_t m = P2P_MAGIC, z = 0;
-  uint64_t b = n;
+  uint32_t m = P2P_MAGIC, kind = cma ? P2P_CMA : P2P_STAGED;
+  uint64_t b = n, at = (uint64_t)(uintptr_t)buf;
   memcpy(q->hdr, &m, 4);
-  memcpy(q->hdr + 4, &z, 4);
+  memcpy(q->hdr + 4, &kind, 4);
   memcpy(q->hdr + 8, &b, 8);
+  memcpy(q->hdr + 16, &at, 8);
   *req = q;
   return qcclSuccess;
 }
 
 static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, void** req) {
-  (void)ctx;
-  return shm_post_req(1, peer, (void*)buf, n, req);
+  shm_t* s = ctx;
+  int cma = cma_p2p_use(s, n);
+  return shm_post_req(1, cma, peer, (void*)buf, n, req);
 }
 
 static qcclResult_t shm_irecv(void* ctx, int peer, void* buf, size_t n, void** req) {
   (void)ctx;
-  return shm_post_req(0, peer, buf, n, req);
+  return shm_post_req(0, 0, peer, buf, n, req);
 }
 
 /* The receiver's check of a complete header. */
-static qcclResult_t shm_check_header(shm_t* s, const shm_req_t* q) {
-  uint32_t m;
+static qcclResult_t shm_check_header(shm_t* s, shm_req_t* q) {
+  uint32_t m, kind;
   uint64_t b;
   memcpy(&m, q->hdr, 4);
+  memcpy(&kind, q->hdr + 4, 4);
   memcpy(&b, q->hdr + 8, 8);
-  if (m != P2P_MAGIC)
+  if (m != P2P_MAGIC || kind > P2P_CMA)
     return QCCL_ERR(qcclInternalError, "corrupt message header from rank %d", q->peer);
+  q->cma = kind == P2P_CMA;
   if (b != q->bytes) {
     /* tell the sender, which may be waiting for ring space we will never free */
     atomic_store_explicit(&shm_chan_ctrl(s, q->peer, s->rank)->refused, (uint64_t)q->bytes + 1,
@@ -132,15 +155,34 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
   while (q->done < total) {
     size_t k;
     if (q->done < P2P_HDR) {
+      if (q->send && q->cma && q->done == 0) {
+        /* numbered when its header first goes out */
+        shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, q->peer);
+        q->seq = ++c->cma_sent;
+      }
       k = q->send ? shm_push(s, q->peer, q->hdr + q->done, P2P_HDR - q->done)
                   : shm_pull(s, q->peer, q->hdr + q->done, P2P_HDR - q->done);
       if (!q->send && k > 0 && q->done + k == P2P_HDR) {
         qcclResult_t r = shm_check_header(s, q);
+        if (r == qcclSuccess && q->cma) {
+          /* the payload, straight from the sender's buffer */
+          uint64_t at;
+          memcpy(&at, q->hdr + 16, 8);
+          r = cma_read_from(s, q->peer, (uintptr_t)at, q->buf, q->bytes);
+          shm_chan_ctrl_t* c = shm_chan_ctrl(s, q->peer, s->rank);
+          if (r == qcclSuccess) atomic_fetch_add_explicit(&c->cma_done, 1, memory_order_release);
+          k += q->bytes;
+        }
         if (r != qcclSuccess) {
           free(q);
           return r;
         }
       }
+    } else if (q->cma) {
+      /* a single-copy send: done once the receiver has read it */
+      uint64_t read =
+          atomic_load_explicit(&shm_chan_ctrl(s, s->rank, q->peer)->cma_done, memory_order_acquire);
+      k = read >= q->seq ? q->bytes : 0;
     } else {
       char* p = q->buf + (q->done - P2P_HDR);
       k = q->send ? shm_push(s, q->peer, p, total - q->done)

@@ -15,6 +15,11 @@
  *             every shift k at count 1009, every dtype at 1009, and counts
  *             999983 (f64) and 2^22 (bf16: the 8 MiB shift that deadlocks
  *             without grouping; u64: 32 MiB);
+ *   reuse     outside a group, rank 0 sends three messages of 1 MiB + 3
+ *             words from one buffer to every other rank, refilling it as
+ *             soon as each qcclSend returns, while the receiver posts
+ *             late (50 ms): a send returns only once its bytes are out of
+ *             the buffer (the single-copy rendezvous is read from it);
  *   self      inside a group, a send to self and a receive from self;
  *   a2a       inside a group, a different count for every (src, dst) pair,
  *             self included (an all-to-all-v);
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mr_util.h"
 
@@ -114,6 +120,38 @@ static void case_order(mr_t* t) {
         }
       }
     }
+  mr_case_end(&c);
+}
+
+static void case_reuse(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv reuse")) return;
+  const int W = t->nranks, me = t->rank;
+  const qcclDataType_t dt = qcclUint32;
+  const size_t n = MIB / 4 + 3;
+  if (me == 0) {
+    sbuf_t s;
+    mr_buf_alloc(&s.buf, n * 4, 4);
+    for (int b = 1; b < W; b++)
+      for (int m = 0; m < 3; m++) {
+        mr_fill(dt, qcclSum, MR_GEN_RAW, c.cseed, 0, W, s.buf.p, msg_base(b, m), n);
+        MR_OK(&c, qcclSend(s.buf.p, n, dt, b, t->comm, NULL));
+      }
+    /* the last bits sent are overwritten too: a late read would see them */
+    memset(s.buf.p, 0xa5, s.buf.bytes);
+    mr_buf_check_guards(&c, &s.buf, "sendbuff");
+    mr_buf_free(&s.buf);
+  } else if (W > 1) {
+    usleep(50000);
+    for (int m = 0; m < 3; m++) {
+      mr_buf_t r;
+      mr_buf_alloc(&r, n * 4, 0);
+      MR_OK(&c, qcclRecv(r.p, n, dt, 0, t->comm, NULL));
+      char what[64];
+      snprintf(what, sizeof what, "message %d from rank 0", m);
+      check_recv(&c, &r, dt, n, 0, m, what);
+    }
+  }
   mr_case_end(&c);
 }
 
@@ -315,6 +353,7 @@ int main(int argc, char** argv) {
   case_pairs(&t, 1);
   case_pairs(&t, 1009);
   case_order(&t);
+  case_reuse(&t);
   case_grouporder(&t);
   for (int k = 1; k < W; k++) case_ring(&t, k, 1009, qcclFloat32);
   for (int dt = 0; dt < qcclNumTypes; dt++) case_ring(&t, 1 + dt % W, 1009, (qcclDataType_t)dt);
