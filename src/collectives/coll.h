@@ -311,8 +311,10 @@ static inline void coll_part(size_t n, int nparts, int part, size_t* lo, size_t*
 }
 
 /* Ends a rooted collective that ran chunks: returns once every rank has
- * finished the last one, so that a rank that died during the call is
- * reported on every survivor, not only on those that read from it. */
+ * finished the last one. Called by the root of Reduce (it has read every
+ * part) and by a rank whose buffer was read single copy (it must outlive
+ * its readers); the others return once they have posted their last chunk,
+ * the next call's shm_chunk_begin guarding their slots. */
 static inline qcclResult_t coll_rooted_end(shm_t* s, size_t nchunks) {
   if (nchunks == 0) return qcclSuccess;
   return shm_wait_all(s, 3 * (s->chunk_seq - 1) + 3);

@@ -3,16 +3,17 @@
  *
  * Staged: as AllGather, but only the root reads: every rank stages its
  * chunk, the root copies each peer's piece out as soon as it is staged.
- * Non-root ranks run up to two chunks ahead, and all return once every
- * rank is done (so a failure anywhere is seen everywhere).
+ * Non-root ranks run up to two chunks ahead and return once they have
+ * posted their last chunk (the next call's shm_chunk_begin guards their
+ * slots); the root returns once it has read every chunk.
  *
  * Single copy (cma.h): a rank whose sendbuff is not qcclMemAlloc memory,
  * with blocks in the range cma_gather_use names, publishes its
  * address at every chunk instead of staging, and the root reads that
  * rank's whole block with process_vm_readv at the first chunk (one copy of
  * every byte instead of two). Each rank decides for its own buffer; the
- * root follows what each published. Every rank returns only once all have
- * posted the last chunk, so a buffer outlives its reader.
+ * root follows what each published. A rank that offered its buffer returns
+ * only once all have posted the last chunk, so it outlives its reader.
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
@@ -59,5 +60,9 @@ qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
     }
     shm_post(s, 3 * g + 3);
   }
+  /* a staged rank is done once it has posted (its slot is guarded by the
+   * next call's shm_chunk_begin); a buffer read single copy must outlive
+   * the root's read */
+  if (r != root && !cma) return qcclSuccess;
   return coll_rooted_end(s, chunks);
 }

@@ -5,7 +5,8 @@
  * stages its chunk, rank r reduces part r over all slots into its result
  * area, and only the root copies the W reduced parts out. The work of the
  * reduction is spread over all ranks instead of falling on the root, and
- * the result is the same bits AllReduce gives.
+ * the result is the same bits AllReduce gives. Only the root waits for
+ * every rank at the end; the others return once their parts are posted.
  */
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
@@ -50,5 +51,9 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
     shm_post(s, 3 * g + 3);
     chunks++;
   }
+  /* only the root waits for every rank at the end: the others are done once
+   * their parts are posted, their slots and result areas being guarded by
+   * the next call's shm_chunk_begin (MPI's eager reduce) */
+  if (r != a->root) return qcclSuccess;
   return coll_rooted_end(s, chunks);
 }

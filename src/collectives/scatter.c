@@ -11,8 +11,10 @@
  * address at every chunk instead of staging; each other rank reads its
  * whole block with process_vm_readv at the first chunk (the readers at
  * once, where staged the root copies every block alone) and only keeps
- * step at the later ones. The root returns once every rank has posted the
- * last chunk, as in both forms, so its buffer outlives the reads.
+ * step at the later ones; that root returns only once every rank has
+ * posted the last chunk, so its buffer outlives the reads. Otherwise no
+ * rank waits for the others at the end (the next call's shm_chunk_begin
+ * guards the slots).
  */
 #include "collectives/coll.h"
 #include "core/dtype.h"
@@ -60,5 +62,9 @@ qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a) {
       shm_post(s, 3 * g + 3);
     }
   }
+  /* only a root read single copy waits for its readers: a staged slot is
+   * guarded by the next call's shm_chunk_begin, and a reader is done once
+   * it has its block */
+  if (!cma) return qcclSuccess;
   return coll_rooted_end(s, chunks);
 }
