@@ -15,12 +15,21 @@
 # included, and a quantized gather on a host stream overlapping the
 # caller's work (qccl-overlap-bench).
 #
-# Environment: QCCL_MAIN_RANKS (default 4), QCCL_MAIN_ITERS (default 10).
+# Every cell is the median of QCCL_MAIN_ROUNDS interleaved rounds (every
+# library once per round): one round on a shared 2-vCPU machine swings a
+# cell by 2x either way.
+#
+# Environment: QCCL_MAIN_RANKS (default 4), QCCL_MAIN_ITERS (default 10),
+# QCCL_MAIN_ROUNDS (default 3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 ranks=${QCCL_MAIN_RANKS:-4}
 iters=${QCCL_MAIN_ITERS:-10}
+rounds=${QCCL_MAIN_ROUNDS:-3}
+# gloo runs when torch is there: the test suite's venv (tools/test-all.sh)
+py=python3
+[ -x .venv/bin/python ] && .venv/bin/python -c "import torch" 2>/dev/null && py=.venv/bin/python
 
 PLAIN="allreduce,allgather,reducescatter,alltoall,broadcast,reduce,gather,scatter,sendrecv"
 QUANT="allgather_q,reducescatter_q,allreduce_q"
@@ -28,8 +37,8 @@ QUANT_FORMAT="int8"
 
 colls="$PLAIN${QUANT:+,$QUANT}"
 echo "# qccl main job: $ranks local ranks, $(nproc) CPUs, $(date '+%Y-%m-%d %H:%M')"
-python3 perf/compare.py --build "$build" --ranks "$ranks" --colls "$colls" \
-  --quant-format "$QUANT_FORMAT" -b 64K -e 16M -f 16 -n "$iters" -w 2 \
+"$py" perf/compare.py --build "$build" --ranks "$ranks" --colls "$colls" \
+  --quant-format "$QUANT_FORMAT" -b 64K -e 16M -f 16 -n "$iters" -w 2 --rounds "$rounds" \
   --latency-size 8K --no-docs --no-plot --compact --outdir "$build/main-job"
 rc=$?
 

@@ -69,10 +69,10 @@
  * from CMA's threshold when the node's ranks fit its cores, from
  * CMA_P2P_SHARED_MIN_BYTES when they share cores, with no upper limit. On 2
  * ranks (2 cores) 64 KiB-16 MiB messages took 0.52-0.80x the staged time
- * and 64 MiB 0.94-1.02x; on 4 ranks 64 KiB took 1.31-1.33x (the sender
- * waits for a reader that is not running, where the ring let it go on),
- * 256 KiB-4 MiB 0.57-0.97x, 16-64 MiB 0.88-1.26x (docs/PERF.md, "Single
- * copy for rooted calls and sends") */
+ * and 64 MiB 1.02x; on 4 ranks 64 KiB took 1.33x (the sender waits for a
+ * reader that is not running, where the ring let it go on), 256 KiB-64 MiB
+ * 0.60-0.97x (16 MiB once 1.26x, then 0.89x in 5 rounds) (docs/PERF.md,
+ * "Single copy for rooted calls and sends") */
 #define CMA_P2P_SHARED_MIN_BYTES ((size_t)256 << 10)
 
 /* Decides s->cma_min for the segment: QCCL_CMA_MIN_BYTES (0 = off) when every
@@ -88,21 +88,21 @@ static inline int cma_use(const shm_t* s, size_t bytes) {
 
 /* Scatter (scatter.c): the readers read their blocks single copy from CMA's
  * threshold, at most CMA_SCATTER_MAX2_BYTES per block on 2 ranks. On 2
- * ranks blocks of 128-512 KiB took 0.47-0.66x the staged time, 2 MiB
- * 0.97-1.02x, 8 MiB 1.09-1.11x, 32 MiB 1.40-1.53x (one reader copying
- * alone where staged the two cores copy at once); on 4 and 8 ranks, where
- * the staged root copies every block alone, 0.36-0.96x from 64 KiB blocks
- * up to 16 MiB (docs/PERF.md, "Single copy for rooted calls and sends") */
+ * ranks blocks of 128-512 KiB took 0.57-0.64x the staged time, 2 MiB
+ * 1.02x, 8 MiB 1.11x, 32 MiB 1.53x (one reader copying alone where staged
+ * the two cores copy at once); on 4 and 8 ranks, where the staged root
+ * copies every block alone, 0.48-0.85x from 64 KiB blocks up to 16 MiB
+ * (docs/PERF.md, "Single copy for rooted calls and sends") */
 #define CMA_SCATTER_MAX2_BYTES ((size_t)2 << 20)
 static inline int cma_scatter_use(const shm_t* s, int nranks, size_t block) {
   return cma_use(s, block) && (nranks > 2 || block <= CMA_SCATTER_MAX2_BYTES);
 }
 /* Gather (gather.c): the root reads blocks of CMA_GATHER_MIN_BYTES to
  * CMA_GATHER_MAX_BYTES single copy, at any rank count. Blocks of 128-512
- * KiB took 0.65-0.99x the staged time on 2, 4 and 8 ranks; 64 KiB 0.96-1.44x
- * on 4 and 8, from 1-2 MiB 0.92-1.27x and 8-32 MiB 1.44-1.87x: the root
- * copies every block alone either way, and staged the peers' copies run on
- * the other core at the same time (docs/PERF.md, as above) */
+ * KiB took 0.65-0.93x the staged time on 2, 4 and 8 ranks; 64 KiB 0.96x on
+ * 4, 1-4 MiB 0.92-1.13x, 8-32 MiB 1.44-1.78x: the root copies every block
+ * alone either way, and staged the peers' copies run on the other core at
+ * the same time (docs/PERF.md, as above) */
 #define CMA_GATHER_MIN_BYTES ((size_t)128 << 10)
 #define CMA_GATHER_MAX_BYTES ((size_t)512 << 10)
 static inline int cma_gather_use(const shm_t* s, size_t block) {

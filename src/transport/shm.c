@@ -462,6 +462,11 @@ qcclResult_t shm_check_collect(shm_t* s, uint64_t c, uint64_t* recs) {
 
 qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g) {
   uint64_t n = s->chunk_seq++;
+  /* where this rank runs, for a peer that waits for it (shm_wait_counter):
+   * a rank that never waits (the root of an eager Gather, always behind)
+   * would otherwise leave a stale CPU there, and a peer spinning on its
+   * CPU would hold it off for the whole spin */
+  atomic_store_explicit(&s->ctrl[s->rank].cpu, sched_getcpu(), memory_order_relaxed);
   if (n >= 2) QCCL_CHECK(shm_wait_all(s, 3 * (n - 2) + 3));
   *g = n;
   return qcclSuccess;
