@@ -159,7 +159,18 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
       idle_since = 0;
       continue;
     }
-    if (idle_since == 0) idle_since = clock_now();
+    if (idle_since == 0) {
+      idle_since = clock_now();
+      /* a peer on this node that shares this rank's CPU cannot run while
+       * this rank spins (shm_spin_for) */
+      for (int i = 0; i < n; i++) {
+        if (st[i].complete || comms[i]->peer_ops[ops[i].root] != &shm_p2p_ops) continue;
+        /* the shm transport's context is its segment (shm_p2p.c) */
+        shm_t* seg = comms[i]->peer_ctx[ops[i].root];
+        backoff_init(&b, shm_spin_for(seg, comms[i]->peer_idx[ops[i].root]));
+        break;
+      }
+    }
     if (!backoff_idle(&b)) continue;
     for (int i = 0; i < n && failed < 0; i++) {
       if (st[i].complete || !engine_aborted(comms[i])) continue;

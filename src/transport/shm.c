@@ -353,6 +353,14 @@ static int shm_move_off(shm_t* s, int cpu) {
   return now_cpu != cpu;
 }
 
+uint32_t shm_spin_for(shm_t* s, int peer) {
+  int cpu = sched_getcpu();
+  atomic_store_explicit(&s->ctrl[s->rank].cpu, cpu, memory_order_relaxed);
+  if (peer == s->rank || atomic_load_explicit(&s->ctrl[peer].cpu, memory_order_relaxed) != cpu)
+    return s->spin;
+  return s->roomy && shm_move_off(s, cpu) ? s->spin : 0;
+}
+
 /* Waits until every rank in [lo, hi) reached step (on the check counter
  * when check is set). */
 static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, int check) {

@@ -215,6 +215,13 @@ qcclResult_t shm_check_peers(shm_t* s, int peer);
 /* Marks the segment aborted by this rank: peers' waits fail promptly. */
 void shm_set_abort(shm_t* s);
 
+/* The spin (µs) before a rank that waits for peer through the segment
+ * outside shm_wait_* (a send or receive) yields: 0 when the peer last ran
+ * on this rank's CPU and this rank could not move to a free one (spinning
+ * would only hold the peer off), else the segment's spin. Publishes where
+ * this rank runs. */
+uint32_t shm_spin_for(shm_t* s, int peer);
+
 /* Starts chunk g: waits until slot g%2 is free on every rank. Returns g. */
 qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g);
 
