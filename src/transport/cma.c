@@ -77,12 +77,11 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
         LOG_SHM,
         "rank %d: single copy (CMA) %s, from %lld bytes per peer (AlltoAll, Scatter (up to "
         "%zu per block on 2 ranks); AllGather on %d ranks or fewer, up to %zu bytes per block; "
-        "Gather %zu-%zu bytes per block; sends at any size from it, or from %zu bytes when the "
-        "ranks share cores: %s); "
-        "qcclMemAlloc buffers are read in place",
+        "Gather %zu-%zu bytes per block; sends larger than the %zu-byte ring); qcclMemAlloc "
+        "buffers are read in place",
         s->rank, agreed > 0 ? "on" : "off", (long long)agreed, CMA_SCATTER_MAX2_BYTES,
         CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES, CMA_GATHER_MIN_BYTES,
-        CMA_GATHER_MAX_BYTES, CMA_P2P_SHARED_MIN_BYTES, s->roomy ? "no" : "yes");
+        CMA_GATHER_MAX_BYTES, s->chan_bytes);
   }
   free(all);
   return r;

@@ -12,8 +12,8 @@
  * copy out); a ring of 256 KiB stays in cache, so a long message streams
  * at copy speed.
  *
- * Single copy (cma.h): a message from the size cma_p2p_use names (when the
- * segment's ranks agreed to use single copy) sends only
+ * Single copy (cma.h): a message too large for the ring (when the segment's
+ * ranks agreed to use single copy, and from CMA's threshold) sends only
  * its header, which then carries the sender's buffer address; the receiver
  * checks the size as for any header, reads the payload straight from the
  * sender's buffer with process_vm_readv, and counts it in the pair's
@@ -104,7 +104,7 @@ static qcclResult_t shm_post_req(int send, int cma, int peer, void* buf, size_t 
 
 static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, void** req) {
   shm_t* s = ctx;
-  int cma = cma_p2p_use(s, n);
+  int cma = cma_p2p_use(s, n, P2P_HDR);
   return shm_post_req(1, cma, peer, (void*)buf, n, req);
 }
 

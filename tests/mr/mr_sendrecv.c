@@ -20,6 +20,11 @@
  *             soon as each qcclSend returns, while the receiver posts
  *             late (50 ms): a send returns only once its bytes are out of
  *             the buffer (the single-copy rendezvous is read from it);
+ *   eager     outside a group, every rank sends 128 KiB to rank + 1 and
+ *             only then receives from rank - 1: a message that fits in the
+ *             pair's ring (256 KiB) completes before its receive is posted,
+ *             so this send-first ring runs (it deadlocked with every send
+ *             single copy);
  *   self      inside a group, a send to self and a receive from self;
  *   a2a       inside a group, a different count for every (src, dst) pair,
  *             self included (an all-to-all-v);
@@ -152,6 +157,26 @@ static void case_reuse(mr_t* t) {
       check_recv(&c, &r, dt, n, 0, m, what);
     }
   }
+  mr_case_end(&c);
+}
+
+static void case_eager(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv eager")) return;
+  const int W = t->nranks, me = t->rank;
+  const qcclDataType_t dt = qcclFloat32;
+  const size_t n = 32768; /* 128 KiB */
+  int to = (me + 1) % W, from = (me + W - 1) % W;
+  sbuf_t s;
+  make_send(&c, &s, dt, n, to, 0);
+  MR_OK(&c, qcclSend(s.buf.p, n, dt, to, t->comm, NULL));
+  mr_buf_t r;
+  mr_buf_alloc(&r, n * 4, 0);
+  MR_OK(&c, qcclRecv(r.p, n, dt, from, t->comm, NULL));
+  char what[64];
+  snprintf(what, sizeof what, "message from rank %d", from);
+  check_recv(&c, &r, dt, n, from, 0, what);
+  check_send(&c, &s, "sendbuff");
   mr_case_end(&c);
 }
 
@@ -354,6 +379,7 @@ int main(int argc, char** argv) {
   case_pairs(&t, 1009);
   case_order(&t);
   case_reuse(&t);
+  case_eager(&t);
   case_grouporder(&t);
   for (int k = 1; k < W; k++) case_ring(&t, k, 1009, qcclFloat32);
   for (int dt = 0; dt < qcclNumTypes; dt++) case_ring(&t, 1 + dt % W, 1009, (qcclDataType_t)dt);
