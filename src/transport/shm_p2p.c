@@ -155,8 +155,9 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
   while (q->done < total) {
     size_t k;
     if (q->done < P2P_HDR) {
-      if (q->send && q->cma && q->done == 0) {
-        /* numbered when its header first goes out */
+      if (q->send && q->cma && q->seq == 0) {
+        /* numbered once, when its header first tries to go out (a full
+         * ring may hold it back for several tests) */
         shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, q->peer);
         q->seq = ++c->cma_sent;
       }
