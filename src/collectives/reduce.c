@@ -7,15 +7,25 @@
  * reduction is spread over all ranks instead of falling on the root, and
  * the result is the same bits AllReduce gives. Only the root waits for
  * every rank at the end; the others return once their parts are posted.
+ *
+ * Single copy (cma.h, cma_reduce_use): on 2 ranks a sendbuff that is not
+ * qcclMemAlloc memory is offered instead of staged, and each rank reads
+ * the other's part of it with process_vm_readv before reducing its own;
+ * the root reduces its part straight into recvbuff and copies only the
+ * other rank's part out of its result area. Every rank then returns only
+ * once both have posted the last chunk (its buffer is read until then).
+ * Each rank decides for its own buffer; readers follow what each
+ * published.
  */
 #include "collectives/coll.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
+#include "transport/cma.h"
 
 qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
   shm_t* s = comm->shm;
-  int w = comm->nranks, r = comm->rank;
+  int w = comm->nranks, r = comm->rank, root = a->root;
   size_t es = dtype_size(a->datatype);
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
@@ -24,25 +34,49 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
     return qcclSuccess;
   }
   size_t per_chunk = s->chunk_bytes / es;
+  /* single copy: the block is a part of the first chunk */
+  size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
+  shm_reg_t reg = {0, 0, -1}, mapped;
+  int cma = cma_reduce_use(s, w, a->count * es, first / (size_t)w) &&
+            !shm_reg_find(s, in, a->count * es, &mapped) &&
+            cma_offer(s, in, first / (size_t)w, 0, &reg);
+  int any_cma = 0; /* this rank's buffer or a peer's was read single copy */
+  char* peer_tmp = NULL;
   const void* srcs[w];
   size_t chunks = 0;
   for (size_t off = 0; off < a->count; off += per_chunk) {
     size_t m = a->count - off < per_chunk ? a->count - off : per_chunk;
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
-    memcpy(shm_slot(s, r, g), in + off * es, m * es);
+    shm_reg_publish(s, g, SHM_REG_IN, &reg);
+    if (!cma) memcpy(shm_slot(s, r, g), in + off * es, m * es);
     shm_post(s, 3 * g + 1);
     QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     size_t lo, hi;
     coll_part(m, w, r, &lo, &hi);
-    for (int j = 0; j < w; j++) srcs[j] = shm_slot(s, j, g) + lo * es;
-    reduce_kernel(shm_result(s, r, g), srcs, w, hi - lo, a->datatype, a->op, w);
+    for (int j = 0; j < w; j++) {
+      uintptr_t at;
+      if (j != r && shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
+        if (peer_tmp == NULL)
+          QCCL_CHECK(comm_scratch(comm, 0, (per_chunk / (size_t)w + 1) * es, (void**)&peer_tmp));
+        QCCL_CHECK(cma_read_from(s, j, at + (off + lo) * es, peer_tmp, (hi - lo) * es));
+        srcs[j] = peer_tmp;
+        any_cma = 1;
+      } else {
+        srcs[j] = j == r && cma ? in + (off + lo) * es : shm_slot(s, j, g) + lo * es;
+      }
+    }
+    /* the root's own part straight into recvbuff when single copy (in
+     * place, it is srcs[r] at the same offsets, which the kernel allows) */
+    char* dst = r == root && cma ? out + (off + lo) * es : shm_result(s, r, g);
+    reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
     /* the others read its slot but its own part, and root its result */
     coll_stats_shm(comm, (m - (hi - lo) + (r != a->root ? hi - lo : 0)) * es);
     shm_post(s, 3 * g + 2);
     if (r == a->root) {
       QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
       for (int j = 0; j < w; j++) {
+        if (j == r && cma) continue;
         coll_part(m, w, j, &lo, &hi);
         copy_out(out + (off + lo) * es, shm_result(s, j, g), (hi - lo) * es,
                  a->count * es >= COPY_STREAM_MIN_TOTAL);
@@ -53,7 +87,8 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
   }
   /* only the root waits for every rank at the end: the others are done once
    * their parts are posted, their slots and result areas being guarded by
-   * the next call's shm_chunk_begin (MPI's eager reduce) */
-  if (r != a->root) return qcclSuccess;
+   * the next call's shm_chunk_begin (MPI's eager reduce); a buffer read
+   * single copy must outlive its reader */
+  if (r != a->root && !cma && !any_cma) return qcclSuccess;
   return coll_rooted_end(s, chunks);
 }

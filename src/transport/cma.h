@@ -111,6 +111,17 @@ static inline int cma_gather_use(const shm_t* s, size_t block) {
   return cma_use(s, block) && block >= CMA_GATHER_MIN_BYTES && block <= CMA_GATHER_MAX_BYTES;
 }
 
+/* Reduce (reduce.c): single copy from CMA's threshold per part, in calls of
+ * at most CMA_REDUCE_MAX_BYTES on at most CMA_REDUCE_MAX_RANKS ranks. On 2
+ * ranks 256 KiB-16 MiB calls took 0.73-0.80x the staged time and 64 MiB
+ * 1.20x; on 4 ranks 1.03-1.65x at every size from 256 KiB (docs/PERF.md,
+ * "Single copy for rooted calls and sends"), as AllReduce's. */
+#define CMA_REDUCE_MAX_RANKS 2
+#define CMA_REDUCE_MAX_BYTES ((size_t)16 << 20)
+static inline int cma_reduce_use(const shm_t* s, int nranks, size_t bytes, size_t part) {
+  return cma_use(s, part) && nranks <= CMA_REDUCE_MAX_RANKS && bytes <= CMA_REDUCE_MAX_BYTES;
+}
+
 /* 1 when a message of bytes through the segment goes single copy. */
 static inline int cma_p2p_use(const shm_t* s, size_t bytes, size_t header) {
   return cma_use(s, bytes) && bytes + header > s->chan_bytes;
