@@ -26,7 +26,7 @@
  *             only then receives from rank - 1: a message that fits in the
  *             pair's ring (256 KiB) completes before its receive is posted,
  *             so this send-first ring runs (it deadlocked with every send
- *             single copy);
+ *             single copy); one host only (LOCAL_WORLD_SIZE = W);
  *   self      inside a group, a send to self and a receive from self;
  *   a2a       inside a group, a different count for every (src, dst) pair,
  *             self included (an all-to-all-v);
@@ -171,6 +171,13 @@ static void case_eager(mr_t* t) {
   mr_case_t c;
   if (!mr_case_begin(t, &c, "sendrecv eager")) return;
   const int W = t->nranks, me = t->rank;
+  /* a promise of the shared-memory rings: across hosts (mn_sendrecv) UCX
+   * may send 128 KiB by rendezvous, which waits for the receive */
+  const char* local = getenv("LOCAL_WORLD_SIZE");
+  if (local && atoi(local) < W) {
+    mr_case_end(&c);
+    return;
+  }
   const qcclDataType_t dt = qcclFloat32;
   const size_t n = 32768; /* 128 KiB */
   int to = (me + 1) % W, from = (me + W - 1) % W;
