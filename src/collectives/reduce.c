@@ -12,8 +12,9 @@
  * qcclMemAlloc memory is offered instead of staged, and each rank reads
  * the other's part of it with process_vm_readv before reducing its own;
  * the root reduces its part straight into recvbuff and copies only the
- * other rank's part out of its result area. Every rank then returns only
- * once both have posted the last chunk (its buffer is read until then).
+ * other rank's part out of its result area. A rank that offered its
+ * buffer returns only once both have posted the last chunk (it is read
+ * until then).
  * Each rank decides for its own buffer; readers follow what each
  * published.
  */
@@ -40,7 +41,6 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
   int cma = cma_reduce_use(s, w, a->count * es, first / (size_t)w) &&
             !shm_reg_find(s, in, a->count * es, &mapped) &&
             cma_offer(s, in, first / (size_t)w, 0, &reg);
-  int any_cma = 0; /* this rank's buffer or a peer's was read single copy */
   char* peer_tmp = NULL;
   const void* srcs[w];
   size_t chunks = 0;
@@ -61,7 +61,6 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
           QCCL_CHECK(comm_scratch(comm, 0, (per_chunk / (size_t)w + 1) * es, (void**)&peer_tmp));
         QCCL_CHECK(cma_read_from(s, j, at + (off + lo) * es, peer_tmp, (hi - lo) * es));
         srcs[j] = peer_tmp;
-        any_cma = 1;
       } else {
         srcs[j] = j == r && cma ? in + (off + lo) * es : shm_slot(s, j, g) + lo * es;
       }
@@ -71,9 +70,9 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
     char* dst = r == root && cma ? out + (off + lo) * es : shm_result(s, r, g);
     reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
     /* the others read its slot but its own part, and root its result */
-    coll_stats_shm(comm, (m - (hi - lo) + (r != a->root ? hi - lo : 0)) * es);
+    coll_stats_shm(comm, (m - (hi - lo) + (r != root ? hi - lo : 0)) * es);
     shm_post(s, 3 * g + 2);
-    if (r == a->root) {
+    if (r == root) {
       QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
       for (int j = 0; j < w; j++) {
         if (j == r && cma) continue;
@@ -89,6 +88,6 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
    * their parts are posted, their slots and result areas being guarded by
    * the next call's shm_chunk_begin (MPI's eager reduce); a buffer read
    * single copy must outlive its reader */
-  if (r != a->root && !cma && !any_cma) return qcclSuccess;
+  if (r != root && !cma) return qcclSuccess;
   return coll_rooted_end(s, chunks);
 }

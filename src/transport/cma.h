@@ -65,17 +65,6 @@
 #define CMA_BROADCAST_MIN_BYTES ((size_t)64 << 10)
 #define CMA_BROADCAST_MAX_BYTES ((size_t)2 << 20)
 #define CMA_BROADCAST_MAX_RANKS 2
-/* Sends and receives through the segment (shm_p2p.c): a message single copy
- * when it does not fit in the pair's ring with its header (and from CMA's
- * threshold), with no upper limit. A message that fits is sent eagerly, as
- * before single copy: its send may complete before the receive is posted,
- * and programs that send first on both sides keep working (MPI calls them
- * unsafe, but they ran); a larger one waited for its receiver already. On 2
- * ranks (2 cores) 64 KiB-16 MiB messages took 0.52-0.80x the staged time
- * and 64 MiB 1.02x; on 4 ranks 64 KiB took 1.33x (the sender waits for a
- * reader that is not running, where the ring let it go on), 256 KiB-64 MiB
- * 0.60-0.97x (16 MiB once 1.26x, then 0.89x in 5 rounds) (docs/PERF.md,
- * "Single copy for rooted calls and sends") */
 
 /* Decides s->cma_min for the segment: QCCL_CMA_MIN_BYTES (0 = off) when every
  * local rank can read every other's memory, else 0. Collective over boot
@@ -122,7 +111,17 @@ static inline int cma_reduce_use(const shm_t* s, int nranks, size_t bytes, size_
   return cma_use(s, part) && nranks <= CMA_REDUCE_MAX_RANKS && bytes <= CMA_REDUCE_MAX_BYTES;
 }
 
-/* 1 when a message of bytes through the segment goes single copy. */
+/* Sends and receives through the segment (shm_p2p.c): a message single copy
+ * when it does not fit in the pair's ring with its header (and from CMA's
+ * threshold), with no upper limit. A message that fits is sent eagerly, as
+ * before single copy: its send may complete before the receive is posted,
+ * and programs that send first on both sides keep working (MPI calls them
+ * unsafe, but they ran); a larger one waited for its receiver already. On 2
+ * ranks (2 cores) 64 KiB-16 MiB messages took 0.52-0.80x the staged time
+ * and 64 MiB 1.02x; on 4 ranks 64 KiB took 1.33x (the sender waits for a
+ * reader that is not running, where the ring let it go on), 256 KiB-64 MiB
+ * 0.60-0.97x (16 MiB once 1.26x, then 0.89x in 5 rounds) (docs/PERF.md,
+ * "Single copy for rooted calls and sends") */
 static inline int cma_p2p_use(const shm_t* s, size_t bytes, size_t header) {
   return cma_use(s, bytes) && bytes + header > s->chan_bytes;
 }

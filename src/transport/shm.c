@@ -353,12 +353,23 @@ static int shm_move_off(shm_t* s, int cpu) {
   return now_cpu != cpu;
 }
 
-uint32_t shm_spin_for(shm_t* s, int peer) {
+/* The spin before a rank that waits for the ranks in [lo, hi) yields: a
+ * peer that last ran on this CPU cannot progress while this rank spins
+ * (ranks are not bound by default, and the scheduler often puts two of
+ * them on one CPU of a loaded host), so none then, unless this rank could
+ * move to a free CPU. Publishes where this rank runs. */
+static uint32_t shm_spin_among(shm_t* s, int lo, int hi) {
   int cpu = sched_getcpu();
   atomic_store_explicit(&s->ctrl[s->rank].cpu, cpu, memory_order_relaxed);
-  if (peer == s->rank || atomic_load_explicit(&s->ctrl[peer].cpu, memory_order_relaxed) != cpu)
-    return s->spin;
-  return s->roomy && shm_move_off(s, cpu) ? s->spin : 0;
+  int shared = 0;
+  for (int k = lo; k < hi && !shared; k++)
+    shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
+  if (shared && s->roomy && shm_move_off(s, cpu)) shared = 0;
+  return shared ? 0 : s->spin;
+}
+
+uint32_t shm_spin_for(shm_t* s, int peer) {
+  return shm_spin_among(s, peer, peer + 1);
 }
 
 /* Waits until every rank in [lo, hi) reached step (on the check counter
@@ -367,17 +378,8 @@ static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, in
   int j = lo;
   while (j < hi && shm_counter(s, j, check) >= step) j++;
   if (j == hi) return qcclSuccess;
-  /* a peer that last waited on this CPU cannot progress while this rank
-   * spins (ranks are not bound by default, and the scheduler often puts
-   * two of them on one CPU of a loaded host): yield at once then */
-  int cpu = sched_getcpu();
-  atomic_store_explicit(&s->ctrl[s->rank].cpu, cpu, memory_order_relaxed);
-  int shared = 0;
-  for (int k = j; k < hi && !shared; k++)
-    shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
-  if (shared && s->roomy && shm_move_off(s, cpu)) shared = 0;
   backoff_t b;
-  backoff_init(&b, shared ? 0 : s->spin);
+  backoff_init(&b, shm_spin_among(s, j, hi));
   double start = clock_now();
   for (;;) {
     while (j < hi && shm_counter(s, j, check) >= step) j++;
