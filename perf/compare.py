@@ -238,7 +238,13 @@ def lib_cmd(lib, tools, coll, n, flags, jpath, a):
                 tools["qccl-perf"], coll] + flags + q + reg + ["-J", jpath]
     peer_coll = QUANT_PEER.get(coll, coll)
     if lib != "gloo":
-        return peer_recipes(a)[lib]["run"] + [str(n), tools[f"{lib}-perf"], peer_coll] + flags + \
+        run = peer_recipes(a)[lib]["run"]
+        # Intel MPI's Hydra spreads ranks over "nodes" by its own core count:
+        # on some VMs it counts fewer cores than the ranks, sees a multi-node
+        # launch and trades shm for ofi (which the wheel can no longer start);
+        # every rank on this one host is what the comparison means
+        ppn = ["-ppn", str(n)] if lib in ("impi", "oneccl") else []
+        return run[:-1] + ppn + run[-1:] + [str(n), tools[f"{lib}-perf"], peer_coll] + flags + \
             ["-J", jpath]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n),
             "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
