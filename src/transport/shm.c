@@ -94,6 +94,37 @@ static qcclResult_t shm_map(const char* name, size_t bytes, int create, char** o
   return qcclSuccess;
 }
 
+/* Maps every page of the segment into this rank's page table at init. A
+ * page is first touched by each process on its own, and a touch costs a
+ * fault (~5-15 us here): without this a communicator's first calls pay one
+ * per page they reach, so a 4 KiB send/recv takes 15-20 us until its ring
+ * has wrapped once (its first ~60 calls; 1.5 us after). The space is
+ * already reserved (posix_fallocate), so nothing is allocated; the write
+ * populate changes no byte, so a peer already sending is undisturbed. */
+static void shm_populate_range(char* lo, char* hi) {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+  uintptr_t a = (uintptr_t)lo & ~(uintptr_t)4095;
+  if (madvise((void*)a, (size_t)(hi - (char*)a), MADV_POPULATE_WRITE) == 0) return;
+  /* an older kernel: a read of each page maps it too (and writes nothing) */
+  for (const volatile char* p = (char*)a; p < hi; p += 4096) (void)*p;
+}
+
+/* The header, the control lines, every slot and result (collectives read
+ * every rank's), and of the send/recv rings only this rank's own: at 8
+ * ranks 36 of the segment's 48 MiB, ~10 ms. */
+static void shm_populate(shm_t* s) {
+  shm_populate_range(s->base, s->chans);
+  size_t ring = sizeof(shm_chan_ctrl_t) + s->chan_bytes;
+  for (int j = 0; j < s->nranks; j++) {
+    char* out = (char*)shm_chan_ctrl(s, s->rank, j);
+    char* in = (char*)shm_chan_ctrl(s, j, s->rank);
+    shm_populate_range(out, out + ring);
+    if (j != s->rank) shm_populate_range(in, in + ring);
+  }
+}
+
 static void shm_header_init(shm_t* s) {
   shm_header_t* h = (shm_header_t*)s->base;
   h->magic = SHM_MAGIC;
@@ -228,6 +259,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   QCCL_CHECK_GOTO(shm_attach_memfd(s, boot, names, &named), r, fail);
   if (named) QCCL_CHECK_GOTO(shm_attach_named(s, boot, names), r, fail_unlink);
   shm_layout(s);
+  shm_populate(s);
   s->ctrl[rank].pid = (int32_t)getpid();
   s->ctrl[rank].alive = 1;
   atomic_store(&s->ctrl[rank].cpu, -1);
