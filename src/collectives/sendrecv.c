@@ -28,6 +28,7 @@ typedef struct {
   void* req; /* NULL until posted */
   int prev;  /* earlier transfer of the same pair and direction, or -1 */
   int complete;
+  int paired; /* a send to a peer this batch also receives from */
   size_t moved;
 } p2p_state_t;
 
@@ -44,7 +45,7 @@ static qcclResult_t p2p_post(const coll_args_t* a, qcclComm_t c, p2p_state_t* st
     /* under the slot the caller opened: the user's sends and receives
      * (group.c), or the collective a flat algorithm serves */
     coll_stats_sent(c, a->root, n);
-    return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, &st->req);
+    return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, st->paired, &st->req);
   }
   return t->irecv(c->peer_ctx[a->root], idx, a->recvbuff, n, &st->req);
 }
@@ -109,6 +110,9 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
   if (!st) return QCCL_ERR(qcclSystemError, "out of memory");
   for (int i = 0; i < n; i++) {
     st[i].prev = -1;
+    for (int j = 0; j < n && ops[i].kind == COLL_SEND; j++)
+      if (ops[j].kind == COLL_RECV && comms[j] == comms[i] && ops[j].root == ops[i].root)
+        st[i].paired = 1;
     for (int j = i - 1; j >= 0; j--)
       if (p2p_same_stream(&ops[i], comms[i], &ops[j], comms[j])) {
         st[i].prev = j;

@@ -134,6 +134,20 @@ static inline int cma_p2p_use(const shm_t* s, size_t bytes, size_t header) {
  * each peer published. */
 int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg);
 
+/* A send whose call also receives from the same peer (an exchange,
+ * MPI_Sendrecv's pattern: qccl-perf's sendrecv on 2 ranks, a pairwise
+ * step): single copy from CMA's threshold even when it fits in the ring,
+ * on a host whose ranks fit its cores. The receive of the same call is
+ * progressed while the send waits for its reader, so nothing waits on a
+ * rank that waits on us; a send-first program (no receive in the call)
+ * keeps the eager ring. On 2 ranks 64 and 128 KiB exchanges took 0.70 and
+ * 0.63x the staged time, 16-32 KiB 0.97-0.99x (docs/PERF.md, "Sends that
+ * are exchanges"). Oversubscribed, the reader the sender waits for may not
+ * be running (the 1.33x of 4 ranks above). */
+static inline int cma_p2p_paired_use(const shm_t* s, size_t bytes) {
+  return cma_use(s, bytes) && s->roomy;
+}
+
 /* Reads bytes at address src of peer (published with cma_offer; the peer
  * posted the chunk's 3g+1) into dst with process_vm_readv. */
 qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t bytes);

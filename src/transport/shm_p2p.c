@@ -12,8 +12,10 @@
  * copy out); a ring of 256 KiB stays in cache, so a long message streams
  * at copy speed.
  *
- * Single copy (cma.h): a message too large for the ring (when the segment's
- * ranks agreed to use single copy, and from CMA's threshold) sends only
+ * Single copy (cma.h): a message too large for the ring, or an exchange's
+ * (a send whose call also receives from that peer) on a host whose ranks
+ * fit its cores (when the segment's ranks agreed to use single copy, and
+ * from CMA's threshold), sends only
  * its header, which then carries the sender's buffer address; the receiver
  * checks the size as for any header, reads the payload straight from the
  * sender's buffer with process_vm_readv, and counts it in the pair's
@@ -102,9 +104,10 @@ static qcclResult_t shm_post_req(int send, int cma, int peer, void* buf, size_t 
   return qcclSuccess;
 }
 
-static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, void** req) {
+static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, int paired,
+                              void** req) {
   shm_t* s = ctx;
-  int cma = cma_p2p_use(s, n, P2P_HDR);
+  int cma = cma_p2p_use(s, n, P2P_HDR) || (paired && cma_p2p_paired_use(s, n));
   return shm_post_req(1, cma, peer, (void*)buf, n, req);
 }
 

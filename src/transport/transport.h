@@ -20,8 +20,10 @@
 typedef struct {
   const char* name;
   /* Posts a message of n bytes from buf to peer; buf must stay untouched
-   * until the request completes. *req is set on success. */
-  qcclResult_t (*isend)(void* ctx, int peer, const void* buf, size_t n, void** req);
+   * until the request completes. *req is set on success. paired: the same
+   * call also receives from peer, and progresses that receive while this
+   * send waits (so the send may wait for its receiver). */
+  qcclResult_t (*isend)(void* ctx, int peer, const void* buf, size_t n, int paired, void** req);
   /* Posts the receive of a message of exactly n bytes from peer into buf. */
   qcclResult_t (*irecv)(void* ctx, int peer, void* buf, size_t n, void** req);
   /* Makes progress on req; *done = 1 when complete, and req is freed. On

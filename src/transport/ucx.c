@@ -553,7 +553,9 @@ static qcclResult_t ucx_post(ucx_t* u, int send, int peer, void* buf, size_t n, 
   return qcclSuccess;
 }
 
-static qcclResult_t ucx_isend(void* ctx, int peer, const void* buf, size_t n, void** req) {
+static qcclResult_t ucx_isend(void* ctx, int peer, const void* buf, size_t n, int paired,
+                              void** req) {
+  (void)paired;
   ucx_t* u = ctx;
   pthread_mutex_lock(&u->mu);
   qcclResult_t r = ucx_post(u, 1, peer, (void*)buf, n, req);

@@ -167,6 +167,49 @@ static void case_reuse(mr_t* t) {
   mr_case_end(&c);
 }
 
+/* Exchanges: each pair of ranks sends and receives in one group (sizes
+ * under the ring that, as exchanges, go single copy: the send waits for its
+ * reader), once from separate buffers, once in place (send and receive
+ * buffer the same). The lower rank enters late, so the higher one's send
+ * waits; each rank overwrites what it sent as soon as its group returns. */
+static void case_exchange(mr_t* t, size_t n) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv exchange n=%zu", n)) return;
+  const int W = t->nranks, me = t->rank;
+  const qcclDataType_t dt = qcclUint32;
+  for (int a = 0; a < W; a++)
+    for (int b = a + 1; b < W; b++) {
+      if (me != a && me != b) continue;
+      int peer = me == a ? b : a;
+      for (int inplace = 0; inplace < 2; inplace++) {
+        sbuf_t s;
+        mr_buf_t r;
+        make_send(&c, &s, dt, n, peer, inplace);
+        void* rp = s.buf.p;
+        if (!inplace) {
+          mr_buf_alloc(&r, n * 4, 4);
+          rp = r.p;
+        }
+        if (me == a) usleep(20000);
+        MR_OK(&c, qcclGroupStart());
+        MR_OK(&c, qcclSend(s.buf.p, n, dt, peer, t->comm, NULL));
+        MR_OK(&c, qcclRecv(rp, n, dt, peer, t->comm, NULL));
+        MR_OK(&c, qcclGroupEnd());
+        char what[80];
+        snprintf(what, sizeof what, "exchange with rank %d%s", peer, inplace ? " (in place)" : "");
+        if (inplace) {
+          check_recv(&c, &s.buf, dt, n, peer, inplace, what);
+        } else {
+          memset(s.buf.p, 0xa5, s.buf.bytes); /* a late read would see this */
+          mr_buf_check_guards(&c, &s.buf, "sendbuff");
+          mr_buf_free(&s.buf);
+          check_recv(&c, &r, dt, n, peer, inplace, what);
+        }
+      }
+    }
+  mr_case_end(&c);
+}
+
 static void case_eager(mr_t* t) {
   mr_case_t c;
   if (!mr_case_begin(t, &c, "sendrecv eager")) return;
@@ -394,6 +437,8 @@ int main(int argc, char** argv) {
   case_order(&t);
   case_reuse(&t);
   case_eager(&t);
+  case_exchange(&t, 16 * 1024 + 1); /* 64 KiB + 4 */
+  case_exchange(&t, 50021);         /* 195 KiB */
   case_grouporder(&t);
   for (int k = 1; k < W; k++) case_ring(&t, k, 1009, qcclFloat32);
   for (int dt = 0; dt < qcclNumTypes; dt++) case_ring(&t, 1 + dt % W, 1009, (qcclDataType_t)dt);
