@@ -140,10 +140,11 @@ int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg
  * on a host whose ranks fit its cores. The receive of the same call is
  * progressed while the send waits for its reader, so nothing waits on a
  * rank that waits on us; a send-first program (no receive in the call)
- * keeps the eager ring. On 2 ranks 64 and 128 KiB exchanges took 0.70 and
- * 0.63x the staged time, 16-32 KiB 0.97-0.99x (docs/PERF.md, "Sends that
- * are exchanges"). Oversubscribed, the reader the sender waits for may not
- * be running (the 1.33x of 4 ranks above). */
+ * keeps the eager ring. On 2 ranks 64 and 128 KiB exchanges took 0.67 and
+ * 0.60x the staged time; from 16 and 32 KiB, in an earlier series,
+ * 0.99x (docs/PERF.md, "First touches, exchanges, and the peers on a new
+ * VM"). Oversubscribed, the reader the sender waits for may not be
+ * running (the 1.33x of 4 ranks above). */
 static inline int cma_p2p_paired_use(const shm_t* s, size_t bytes) {
   return cma_use(s, bytes) && s->roomy;
 }

@@ -94,11 +94,11 @@ static qcclResult_t shm_map(const char* name, size_t bytes, int create, char** o
   return qcclSuccess;
 }
 
-/* Maps every page of the segment into this rank's page table at init. A
- * page is first touched by each process on its own, and a touch costs a
- * fault (~5-15 us here): without this a communicator's first calls pay one
- * per page they reach, so a 4 KiB send/recv takes 15-20 us until its ring
- * has wrapped once (its first ~60 calls; 1.5 us after). The space is
+/* Maps the segment's pages into this rank's page table at init. Each
+ * process faults on a page of the segment the first time it touches it:
+ * without this a communicator's first calls pay a fault per page they
+ * reach, and a 4 KiB send/recv took 15-20 us until its ring had wrapped
+ * once (its first ~60 calls; 1.5 us after, docs/PERF.md). The space is
  * already reserved (posix_fallocate), so nothing is allocated; the write
  * populate changes no byte, so a peer already sending is undisturbed. */
 static void shm_populate_range(char* lo, char* hi) {
