@@ -198,6 +198,13 @@ static qcclResult_t engine_run(engine_turn_t* turns, int n, engine_run_fn run, v
   /* a communicator that failed meanwhile: refused before any traffic */
   for (int i = 0; i < n && r == qcclSuccess; i++) r = engine_comm_usable("qccl", turns[i].comm);
   if (r == qcclSuccess) r = run(arg, turns);
+  /* the user reads why from each communicator of the call, and not every
+   * way out copies it there (a peer's report seen as the call begins, a
+   * communicator found failed or aborted as its turn came); before the
+   * turns end, which may free a communicator that was aborted */
+  if (r != qcclSuccess && err_last()[0] != '\0')
+    for (int i = 0; i < n; i++)
+      snprintf(turns[i].comm->last_error, sizeof turns[i].comm->last_error, "%s", err_last());
   for (int i = 0; i < n; i++) engine_end_turn(&turns[i]);
   return r;
 }

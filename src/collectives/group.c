@@ -185,12 +185,6 @@ static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
   if (s == NULL) {
     group_batch_t b = {ops, n, 0};
     r = engine_submit(comms, ncoll, nc, alone, NULL, group_run_batch, &b, NULL);
-    /* the user reads why from each communicator of the call; not every way
-     * out copies it (a peer's report seen as the call begins, a communicator
-     * found failed or aborted as its turn came) */
-    if (r != qcclSuccess && err_last()[0] != '\0')
-      for (int m = 0; m < nc; m++)
-        snprintf(comms[m]->last_error, sizeof comms[m]->last_error, "%s", err_last());
     if (owned) {
       for (int k = 0; k < n; k++) free(ops[k].zq);
       free(ops);
