@@ -19,13 +19,20 @@
 # library once per round): one round on a shared 2-vCPU machine swings a
 # cell by 2x either way.
 #
-# Environment: QCCL_MAIN_RANKS (default 4), QCCL_MAIN_ITERS (default 10),
-# QCCL_MAIN_ROUNDS (default 3).
+# Each library makes QCCL_MAIN_WARMUP calls, a barrier, then QCCL_MAIN_ITERS
+# timed calls per size, nccl-tests' defaults (-w 5 -n 20): with 4 ranks on 2
+# cores the first calls after the barrier still measure the ranks settling
+# on the cores (a 4-rank 1 MiB AllGather: 150-250 us medians with -n 10 -w
+# 2, 100-115 us with -n 50; docs/PERF.md), for every library alike.
+#
+# Environment: QCCL_MAIN_RANKS (default 4), QCCL_MAIN_ITERS (default 20),
+# QCCL_MAIN_WARMUP (default 5), QCCL_MAIN_ROUNDS (default 3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 ranks=${QCCL_MAIN_RANKS:-4}
-iters=${QCCL_MAIN_ITERS:-10}
+iters=${QCCL_MAIN_ITERS:-20}
+warmup=${QCCL_MAIN_WARMUP:-5}
 rounds=${QCCL_MAIN_ROUNDS:-3}
 # gloo runs when torch is there: the test suite's venv (tools/test-all.sh)
 py=python3
@@ -38,7 +45,7 @@ QUANT_FORMAT="int8"
 colls="$PLAIN${QUANT:+,$QUANT}"
 echo "# qccl main job: $ranks local ranks, $(nproc) CPUs, $(date '+%Y-%m-%d %H:%M')"
 "$py" perf/compare.py --build "$build" --ranks "$ranks" --colls "$colls" \
-  --quant-format "$QUANT_FORMAT" -b 64K -e 16M -f 16 -n "$iters" -w 2 --rounds "$rounds" \
+  --quant-format "$QUANT_FORMAT" -b 64K -e 16M -f 16 -n "$iters" -w "$warmup" --rounds "$rounds" \
   --latency-size 8K --no-docs --no-plot --compact --outdir "$build/main-job"
 rc=$?
 
