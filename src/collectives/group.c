@@ -101,9 +101,8 @@ static qcclResult_t group_run_coll(const group_op_t* op, const engine_turn_t* t,
   QCCL_CHECK(engine_lane(t, j, ran));
   qcclResult_t r = coll_agree_begin(*ran, &op->args, NULL);
   if (r == qcclSuccess) r = coll_agree_end(*ran, coll_run(*ran, &op->args));
-  /* the user reads the message from the communicator they called */
-  if (r != qcclSuccess && *ran != op->comm)
-    snprintf(op->comm->last_error, sizeof op->comm->last_error, "%s", err_last());
+  /* a failure's message reaches the communicator the user called as the
+   * run ends (engine_run), from whichever lane it came */
   return r;
 }
 

@@ -110,9 +110,8 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
   if (!st) return QCCL_ERR(qcclSystemError, "out of memory");
   for (int i = 0; i < n; i++) {
     st[i].prev = -1;
-    for (int j = 0; j < n && ops[i].kind == COLL_SEND; j++)
-      if (ops[j].kind == COLL_RECV && comms[j] == comms[i] && ops[j].root == ops[i].root)
-        st[i].paired = 1;
+    for (int j = 0; j < n && ops[i].kind == COLL_SEND && !st[i].paired; j++)
+      st[i].paired = ops[j].kind == COLL_RECV && comms[j] == comms[i] && ops[j].root == ops[i].root;
     for (int j = i - 1; j >= 0; j--)
       if (p2p_same_stream(&ops[i], comms[i], &ops[j], comms[j])) {
         st[i].prev = j;
