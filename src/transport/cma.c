@@ -12,12 +12,14 @@
 #include "transport/cma.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
 #include "core/env.h"
 #include "core/log.h"
+#include "core/socket.h"
 
 /* Reads bytes at remote address src of pid into dst; 0 or an errno. */
 static int cma_copy(int pid, uintptr_t src, char* dst, size_t bytes) {
@@ -34,10 +36,40 @@ static int cma_copy(int pid, uintptr_t src, char* dst, size_t bytes) {
   return 0;
 }
 
+/* The speed of process_vm_readv over memcpy's (cma.h, the speed probe):
+ * CMA_SPEED_BYTES from the next rank's probe buffer, and from this rank's
+ * own, each the best of CMA_SPEED_REPS alternating runs; 0 if a read
+ * fails. */
+static double cma_speed(shm_t* s) {
+  int peer = (s->rank + 1) % s->nranks;
+  char* dst = aligned_alloc(SHM_LINE, CMA_SPEED_BYTES);
+  if (dst == NULL) return 0;
+  memset(dst, 0, CMA_SPEED_BYTES);
+  double best_cma = 1e30, best_copy = 1e30;
+  for (int i = 0; i < CMA_SPEED_REPS; i++) {
+    double t0 = clock_now();
+    int e = cma_copy(s->ctrl[peer].pid, (uintptr_t)s->ctrl[peer].cma_probe, dst, CMA_SPEED_BYTES);
+    double t1 = clock_now();
+    memcpy(dst, s->cma_buf, CMA_SPEED_BYTES);
+    __asm__ __volatile__("" : : "r"(dst) : "memory"); /* the copy is not dead */
+    double t2 = clock_now();
+    if (e != 0) {
+      free(dst);
+      return 0;
+    }
+    if (t1 - t0 < best_cma) best_cma = t1 - t0;
+    if (t2 - t1 < best_copy) best_copy = t2 - t1;
+  }
+  free(dst);
+  return best_cma > 0 ? best_copy / best_cma : 1;
+}
+
 qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   int w = s->nranks;
   s->cma_min = 0;
+  s->cma_speed = 0;
   int64_t min;
+  int chosen = env_get("QCCL_CMA_MIN_BYTES") != NULL;
   QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES", CMA_MIN_BYTES_DEFAULT, 0, (int64_t)1 << 50, &min));
   /* read every peer's probe word (published before the attach barrier);
    * also what decides whether peers may map each other's qcclMemAlloc
@@ -57,30 +89,55 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
       ok = 0;
     }
   }
-  /* agree: single copy when every rank can read every other and none
-   * turned it off; the largest threshold wins */
-  int64_t* all = calloc((size_t)w * 2, sizeof *all);
+  /* the speed of the kernel's copy, in thousandths of memcpy's; -1: not
+   * probed (the variable chose, or single copy is off anyway) */
+  int64_t speed = -1;
+  if (ok && min > 0 && !chosen) speed = (int64_t)(cma_speed(s) * 1000 + 0.5);
+  int64_t* all = calloc((size_t)w * 3, sizeof *all);
   if (!all) return QCCL_ERR(qcclSystemError, "out of memory");
-  all[2 * s->rank] = ok;
-  all[2 * s->rank + 1] = min;
-  qcclResult_t r = boot_allgather(boot, all, 2 * sizeof *all);
+  all[3 * s->rank] = ok;
+  all[3 * s->rank + 1] = min;
+  all[3 * s->rank + 2] = speed;
+  /* agree: single copy when every rank can read every other, none turned
+   * it off and the slowest kernel copy is fast enough; the largest
+   * threshold wins. Also the barrier after which no peer reads this rank's
+   * probe buffer. */
+  qcclResult_t r = boot_allgather(boot, all, 3 * sizeof *all);
+  free(s->cma_buf);
+  s->cma_buf = NULL;
   if (r == qcclSuccess) {
-    int64_t agreed = min, readable = 1;
+    int64_t agreed = min, readable = 1, slowest = -1;
     for (int j = 0; j < w; j++) {
-      if (!all[2 * j]) readable = 0;
-      if (!all[2 * j] || all[2 * j + 1] == 0) agreed = 0;
-      if (agreed > 0 && all[2 * j + 1] > agreed) agreed = all[2 * j + 1];
+      if (!all[3 * j]) readable = 0;
+      if (!all[3 * j] || all[3 * j + 1] == 0) agreed = 0;
+      if (agreed > 0 && all[3 * j + 1] > agreed) agreed = all[3 * j + 1];
+      if (all[3 * j + 2] >= 0 && (slowest < 0 || all[3 * j + 2] < slowest))
+        slowest = all[3 * j + 2];
+    }
+    s->cma_speed = slowest >= 0 ? (double)slowest / 1000 : 0;
+    if (agreed > 0 && slowest >= 0 && s->cma_speed < CMA_SPEED_MIN) {
+      QCCL_INFO(LOG_SHM,
+                "rank %d: single copy (CMA) off: the kernel's copy ran at %.2f of memcpy's speed "
+                "(below %.2f, two copies through the segment are faster; QCCL_CMA_MIN_BYTES "
+                "set overrides)",
+                s->rank, s->cma_speed, CMA_SPEED_MIN);
+      s->peers_readable = (int)readable;
+      free(all);
+      return qcclSuccess;
     }
     s->cma_min = (size_t)agreed;
     s->peers_readable = (int)readable;
+    char speed_txt[64] = "speed not probed";
+    if (slowest >= 0)
+      snprintf(speed_txt, sizeof speed_txt, "kernel copy at %.2f of memcpy's speed", s->cma_speed);
     QCCL_INFO(
         LOG_SHM,
-        "rank %d: single copy (CMA) %s, from %lld bytes per peer (AlltoAll, Scatter (up to "
+        "rank %d: single copy (CMA) %s (%s), from %lld bytes per peer (AlltoAll, Scatter (up to "
         "%zu per block on 2 ranks); AllGather on %d ranks or fewer, up to %zu bytes per block; "
         "Gather %zu-%zu bytes per block; Reduce on 2 ranks up to %zu bytes; sends larger than the "
         "%zu-byte ring, and exchanges%s); qcclMemAlloc "
         "buffers are read in place",
-        s->rank, agreed > 0 ? "on" : "off", (long long)agreed, CMA_SCATTER_MAX2_BYTES,
+        s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, CMA_SCATTER_MAX2_BYTES,
         CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES, CMA_GATHER_MIN_BYTES,
         CMA_GATHER_MAX_BYTES, CMA_REDUCE_MAX_BYTES, s->chan_bytes,
         s->roomy ? "" : " larger than the ring: this host is oversubscribed");

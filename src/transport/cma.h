@@ -66,10 +66,31 @@
 #define CMA_BROADCAST_MAX_BYTES ((size_t)2 << 20)
 #define CMA_BROADCAST_MAX_RANKS 2
 
+/* The speed probe (cma_probe). Single copy replaces two copies through
+ * the segment (the second reading lines the first left in a cache) by one
+ * copy in the kernel, which pins the peer's pages and copies page by page.
+ * How fast that copy is depends on the machine: on the Intel guests where
+ * the thresholds above were measured single copy won; on a 2-vCPU AMD EPYC
+ * guest process_vm_readv of 256 KiB in cache ran at 0.27-0.33 of memcpy's
+ * speed, and with the thresholds above single copy took 1.3-2.1x the
+ * staged time at 256 KiB-1 MiB in every collective that used it on 2
+ * ranks, 1.2-1.5x for every exchange size (docs/PERF.md, "The speed of
+ * the kernel's copy"). So at init each rank times reads of CMA_SPEED_BYTES
+ * from its next peer's memory against memcpy of the same bytes (best of
+ * CMA_SPEED_REPS each, both in cache) and the ranks agree on the slowest
+ * ratio; below CMA_SPEED_MIN single copy is off for plain buffers (the
+ * two-copy algorithms everywhere; qcclMemAlloc buffers are still read in
+ * place), unless QCCL_CMA_MIN_BYTES is set, which wins. */
+#define CMA_SPEED_BYTES ((size_t)256 << 10)
+#define CMA_SPEED_REPS 10
+#define CMA_SPEED_MIN 0.5
+
 /* Decides s->cma_min for the segment: QCCL_CMA_MIN_BYTES (0 = off) when every
- * local rank can read every other's memory, else 0. Collective over boot
- * (one allgather); all ranks end with the same value. Called by
- * shm_open_segment once every rank has attached and published its pid. */
+ * local rank can read every other's memory, else 0; where the variable is
+ * not set, also 0 when the speed probe (above) finds the kernel's copy too
+ * slow. Collective over boot (one allgather); all ranks end with the same
+ * value. Called by shm_open_segment once every rank has attached and
+ * published its pid; frees s->cma_buf. */
 qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot);
 
 /* 1 when a block of bytes may be read single copy. */

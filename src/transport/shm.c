@@ -265,9 +265,17 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   s->ctrl[rank].alive = 1;
   atomic_store(&s->ctrl[rank].cpu, -1);
   /* the word peers read to test single copy (cma_probe) */
-  QCCL_CHECK_GOTO(boot_random(&s->cma_word, sizeof s->cma_word), r, fail_unlink);
-  s->ctrl[rank].cma_probe = (uintptr_t)&s->cma_word;
-  s->ctrl[rank].cma_value = s->cma_word;
+  s->cma_buf = w > 1 ? aligned_alloc(SHM_LINE, CMA_SPEED_BYTES) : NULL;
+  if (w > 1 && s->cma_buf == NULL) {
+    r = QCCL_ERR(qcclSystemError, "out of memory (CMA probe)");
+    goto fail_unlink;
+  }
+  if (s->cma_buf) {
+    memset(s->cma_buf, 0x5a, CMA_SPEED_BYTES);
+    QCCL_CHECK_GOTO(boot_random(s->cma_buf, sizeof *s->cma_buf), r, fail_unlink);
+    s->ctrl[rank].cma_probe = (uintptr_t)s->cma_buf;
+    s->ctrl[rank].cma_value = *s->cma_buf;
+  }
   /* every rank has attached after this barrier: a name can go */
   r = boot_barrier(boot);
   if (rank == 0 && named) shm_unlink(names);
@@ -282,6 +290,7 @@ fail_unlink:
   if (rank == 0 && named) shm_unlink(names);
 fail:
   if (s->base) munmap(s->base, s->bytes);
+  free(s->cma_buf);
   free(s);
   free(names);
   return r;
