@@ -2,17 +2,18 @@
  * reduce.c - Reduce to a root inside one node.
  *
  * As AllReduce (allreduce.c) without the final all-gather: every rank
- * stages its chunk, rank r reduces part r over all slots into its result
- * area, and only the root copies the W reduced parts out. The work of the
- * reduction is spread over all ranks instead of falling on the root, and
- * the result is the same bits AllReduce gives. Only the root waits for
- * every rank at the end; the others return once their parts are posted.
+ * stages its chunk but its own part (which only it reads), rank r reduces
+ * part r over its sendbuff and the others' slots into its result area,
+ * the root straight into recvbuff, and only the root copies the W-1 other
+ * reduced parts out. The work of the reduction is spread over all ranks
+ * instead of falling on the root, and the result is the same bits
+ * AllReduce gives. Only the root waits for every rank at the end; the
+ * others return once their parts are posted.
  *
  * Single copy (cma.h, cma_reduce_use): on 2 ranks a sendbuff that is not
  * qcclMemAlloc memory is offered instead of staged, and each rank reads
- * the other's part of it with process_vm_readv before reducing its own;
- * the root reduces its part straight into recvbuff and copies only the
- * other rank's part out of its result area. A rank that offered its
+ * the other's part of it with process_vm_readv before reducing its own.
+ * A rank that offered its
  * buffer returns only once both have posted the last chunk (it is read
  * until then).
  * Each rank decides for its own buffer; readers follow what each
@@ -49,11 +50,14 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
     uint64_t g;
     QCCL_CHECK(shm_chunk_begin(s, &g));
     shm_reg_publish(s, g, SHM_REG_IN, &reg);
-    if (!cma) memcpy(shm_slot(s, r, g), in + off * es, m * es);
-    shm_post(s, 3 * g + 1);
-    QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     size_t lo, hi;
     coll_part(m, w, r, &lo, &hi);
+    if (!cma) { /* all but the own part, which only this rank reads */
+      memcpy(shm_slot(s, r, g), in + off * es, lo * es);
+      memcpy(shm_slot(s, r, g) + hi * es, in + (off + hi) * es, (m - hi) * es);
+    }
+    shm_post(s, 3 * g + 1);
+    QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
     for (int j = 0; j < w; j++) {
       uintptr_t at;
       if (j != r && shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
@@ -62,12 +66,12 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
         QCCL_CHECK(cma_read_from(s, j, at + (off + lo) * es, peer_tmp, (hi - lo) * es));
         srcs[j] = peer_tmp;
       } else {
-        srcs[j] = j == r && cma ? in + (off + lo) * es : shm_slot(s, j, g) + lo * es;
+        srcs[j] = j == r ? in + (off + lo) * es : shm_slot(s, j, g) + lo * es;
       }
     }
-    /* the root's own part straight into recvbuff when single copy (in
-     * place, it is srcs[r] at the same offsets, which the kernel allows) */
-    char* dst = r == root && cma ? out + (off + lo) * es : shm_result(s, r, g);
+    /* the root's own part straight into recvbuff (in place, it is srcs[r]
+     * at the same offsets, which the kernel allows) */
+    char* dst = r == root ? out + (off + lo) * es : shm_result(s, r, g);
     reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
     /* the others read its slot but its own part, and root its result */
     coll_stats_shm(comm, (m - (hi - lo) + (r != root ? hi - lo : 0)) * es);
@@ -75,7 +79,7 @@ qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
     if (r == root) {
       QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
       for (int j = 0; j < w; j++) {
-        if (j == r && cma) continue;
+        if (j == r) continue;
         coll_part(m, w, j, &lo, &hi);
         copy_out(out + (off + lo) * es, shm_result(s, j, g), (hi - lo) * es,
                  a->count * es >= COPY_STREAM_MIN_TOTAL);
