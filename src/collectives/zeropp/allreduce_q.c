@@ -20,13 +20,19 @@ qcclResult_t zpp_allreduce_q(qcclComm_t comm, const void* send, void* recv, size
                              const quant_params_t* inter, float* residual) {
   size_t w = (size_t)comm->nranks, es = dtype_size(dt);
   size_t rc = (count + w - 1) / w;
-  char *in, *shard;
-  QCCL_CHECK(zpp_scratch(comm, 4, w * rc * es, (void**)&in));
+  char* shard;
   QCCL_CHECK(zpp_scratch(comm, 5, rc * es, (void**)&shard));
+  /* a count that W divides needs no padding: sendbuff is the input as it
+   * is (read before recvbuff is written, so in place works too) */
+  if (w * rc == count) {
+    QCCL_CHECK(zpp_reducescatter_q(comm, send, shard, rc, dt, op, intra, inter, residual));
+    return zpp_allgather_q(comm, shard, recv, rc, dt, inter, NULL, 0);
+  }
+  char* in;
+  QCCL_CHECK(zpp_scratch(comm, 4, w * rc * es, (void**)&in));
   memcpy(in, send, count * es);
   memset(in + count * es, 0, (w * rc - count) * es);
   QCCL_CHECK(zpp_reducescatter_q(comm, in, shard, rc, dt, op, intra, inter, residual));
-  if (w * rc == count) return zpp_allgather_q(comm, shard, recv, rc, dt, inter, NULL, 0);
   QCCL_CHECK(zpp_allgather_q(comm, shard, in, rc, dt, inter, NULL, 0));
   memcpy(recv, in, count * es);
   return qcclSuccess;
