@@ -37,6 +37,9 @@ typedef struct {
   int owned; /* ops and their zq are the batch's, freed with it */
 } group_batch_t;
 
+/* Batches of up to GROUP_SMALL calls keep their bookkeeping on the stack. */
+#define GROUP_SMALL 16
+
 static _Thread_local int group_depth;
 static _Thread_local group_op_t* group_ops;
 static _Thread_local int group_n, group_cap;
@@ -65,8 +68,12 @@ static qcclResult_t group_run_p2p_ops(const group_op_t* ops, int i, int j) {
     qcclComm_t c = ops[i].comm;
     return p2p_run(&ops[i].args, &c, 1);
   }
-  coll_args_t* args = malloc(sizeof *args * (size_t)n);
-  qcclComm_t* comms = malloc(sizeof *comms * (size_t)n);
+  /* on the stack for the usual few (a call's latency is a few µs) */
+  coll_args_t small_args[GROUP_SMALL] = {0};
+  qcclComm_t small_comms[GROUP_SMALL];
+  int small = n <= GROUP_SMALL;
+  coll_args_t* args = small ? small_args : malloc(sizeof *args * (size_t)n);
+  qcclComm_t* comms = small ? small_comms : malloc(sizeof *comms * (size_t)n);
   qcclResult_t r;
   if (!args || !comms) {
     r = QCCL_ERR(qcclSystemError, "out of memory running a group");
@@ -77,8 +84,10 @@ static qcclResult_t group_run_p2p_ops(const group_op_t* ops, int i, int j) {
     }
     r = p2p_run(args, comms, n);
   }
-  free(args);
-  free(comms);
+  if (!small) {
+    free(args);
+    free(comms);
+  }
   return r;
 }
 
@@ -162,14 +171,17 @@ static void group_batch_free(void* arg) {
  * heap memory the batch takes over; else it is the caller's, and the
  * batch is copied first if it has to wait on a stream. */
 static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
-  /* the distinct communicators of the batch */
-  qcclComm_t one[1], *comms = one;
-  if (n > 1 && (comms = malloc(sizeof *comms * (size_t)n)) == NULL)
-    return QCCL_ERR(qcclSystemError, "out of memory running a group");
-  int* ncoll = calloc((size_t)n, sizeof *ncoll);
-  if (ncoll == NULL) {
-    if (comms != one) free(comms);
-    return QCCL_ERR(qcclSystemError, "out of memory running a group");
+  /* the distinct communicators of the batch (on the stack for a few) */
+  qcclComm_t small_comms[GROUP_SMALL], *comms = small_comms;
+  int small_ncoll[GROUP_SMALL] = {0}, *ncoll = small_ncoll;
+  if (n > GROUP_SMALL) {
+    comms = malloc(sizeof *comms * (size_t)n);
+    ncoll = calloc((size_t)n, sizeof *ncoll);
+    if (comms == NULL || ncoll == NULL) {
+      free(comms);
+      free(ncoll);
+      return QCCL_ERR(qcclSystemError, "out of memory running a group");
+    }
   }
   int nc = 0;
   for (int k = 0; k < n; k++) {
@@ -207,8 +219,10 @@ static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
       r = engine_submit(comms, ncoll, nc, alone, s, group_run_batch, b, group_batch_free);
     }
   }
-  free(ncoll);
-  if (comms != one) free(comms);
+  if (n > GROUP_SMALL) {
+    free(ncoll);
+    free(comms);
+  }
   return r;
 }
 
@@ -304,6 +318,7 @@ qcclResult_t qcclGroupEnd(void) {
   group_op_t* ops = group_ops;
   int n = group_n;
   stream_t* s = group_stream;
+  int cap = group_cap;
   group_ops = NULL;
   group_n = group_cap = 0;
   group_stream = NULL;
@@ -311,5 +326,16 @@ qcclResult_t qcclGroupEnd(void) {
     free(ops);
     return qcclSuccess;
   }
-  return group_exec(ops, n, 1, s);
+  if (s != NULL) return group_exec(ops, n, 1, s); /* the queued batch owns ops */
+  qcclResult_t r = group_exec(ops, n, 0, NULL);
+  for (int k = 0; k < n; k++) free(ops[k].zq);
+  /* the array serves this thread's next group, unless the batch started
+   * one of its own */
+  if (group_ops == NULL && group_depth == 0) {
+    group_ops = ops;
+    group_cap = cap;
+  } else {
+    free(ops);
+  }
+  return r;
 }

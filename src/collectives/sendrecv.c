@@ -32,6 +32,9 @@ typedef struct {
   size_t moved;
 } p2p_state_t;
 
+/* Batches of up to P2P_SMALL transfers keep their state on the stack. */
+#define P2P_SMALL 16
+
 static int p2p_same_stream(const coll_args_t* a, qcclComm_t ca, const coll_args_t* b,
                            qcclComm_t cb) {
   return ca == cb && a->kind == b->kind && a->root == b->root;
@@ -106,8 +109,11 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
   if (n <= 0) return qcclSuccess;
   qcclResult_t r = qcclSuccess;
   int failed = -1;
-  p2p_state_t* st = calloc((size_t)n, sizeof *st);
+  /* on the stack for the usual few (a call's latency is a few µs) */
+  p2p_state_t small_st[P2P_SMALL];
+  p2p_state_t* st = n <= P2P_SMALL ? small_st : malloc(sizeof *st * (size_t)n);
   if (!st) return QCCL_ERR(qcclSystemError, "out of memory");
+  memset(st, 0, sizeof *st * (size_t)n);
   for (int i = 0; i < n; i++) {
     st[i].prev = -1;
     for (int j = 0; j < n && ops[i].kind == COLL_SEND && !st[i].paired; j++)
@@ -234,10 +240,10 @@ done:
     /* a failed transfer leaves its stream out of step: the comm is broken */
     if (comms[failed]->async_error == qcclSuccess && r != qcclInvalidArgument)
       comms[failed]->async_error = r;
-    free(st);
+    if (st != small_st) free(st);
     return comm_fail(comms[failed], r);
   }
-  free(st);
+  if (st != small_st) free(st);
   return qcclSuccess;
 }
 
