@@ -14,6 +14,7 @@
 #include "collectives/coll.h"
 #include "collectives/group.h"
 #include "collectives/reduce_kernels.h"
+#include "collectives/zeropp/zpp.h"
 #include "core/dtype.h"
 #include "core/log.h"
 
@@ -94,6 +95,15 @@ static qcclResult_t api_submit(qcclComm_t comm, const coll_args_t* a, qcclStream
   }
   QCCL_TRACE(LOG_COLL, "qccl%s count %zu %s %s root/peer %d", coll_names[a->kind], a->count,
              dtype_name(a->datatype), redop_name(a->op), a->root);
+  if (zpp_policy_applies(comm, a)) {
+    /* quantized by a policy (QCCL_POLICY, qcclCommSetPolicy): issued as its
+     * ZeRO++ call, which can join a bucket in a group */
+    zpp_op_t zop;
+    r = zpp_policy_op(comm, a, &zop);
+    if (r != qcclSuccess) return zpp_fail(comm, r);
+    zop.stream = s;
+    return zpp_submit(comm, &zop);
+  }
   return group_submit(comm, a, s);
 }
 

@@ -5,7 +5,8 @@
  * as one batch, run in the order they were made. Consecutive sends and
  * receives form one step progressed together (p2p_run), so exchanges that
  * depend on each other (a ring shift, pipeline stages) cannot deadlock;
- * consecutive ZeRO++ calls are fused into buckets (zpp_run_ops);
+ * consecutive calls of a layer above (group_kind_t: the ZeRO++ calls) go
+ * to that layer together, which fuses them into buckets;
  * collectives run one after the other. Outside a group a call is a batch
  * of one.
  *
@@ -22,19 +23,19 @@
 #include <string.h>
 
 #include "collectives/engine.h"
-#include "collectives/zeropp/zpp.h"
 #include "core/log.h"
 
 typedef struct {
   qcclComm_t comm;
   coll_args_t args;
-  zpp_op_t* zq; /* a ZeRO++ call (src/collectives/zeropp), or NULL */
+  const group_kind_t* xk; /* a call of a layer above (group.h), or NULL */
+  void* x;                /* its record */
 } group_op_t;
 
 typedef struct {
   group_op_t* ops;
   int n;
-  int owned; /* ops and their zq are the batch's, freed with it */
+  int owned; /* ops and their records are the batch's, freed with it */
 } group_batch_t;
 
 /* Batches of up to GROUP_SMALL calls keep their bookkeeping on the stack. */
@@ -51,13 +52,14 @@ static int group_is_p2p(const coll_args_t* a) {
 
 /* ---- running a batch (on the caller's thread or a stream's) ------------- */
 
-/* Runs the ZeRO++ calls [i, j) (zpp_run_ops fuses what it can). */
-static qcclResult_t group_run_zero(const group_op_t* ops, int i, int j) {
-  zpp_op_t** zs = malloc(sizeof *zs * (size_t)(j - i));
-  if (!zs) return QCCL_ERR(qcclSystemError, "out of memory running a group");
-  for (int k = i; k < j; k++) zs[k - i] = ops[k].zq;
-  qcclResult_t r = zpp_run_ops(zs, j - i);
-  free(zs);
+/* Runs the calls [i, j) of one kind of a layer above, together. */
+static qcclResult_t group_run_kind(const group_op_t* ops, int i, int j) {
+  void* small[GROUP_SMALL];
+  void** xs = j - i <= GROUP_SMALL ? small : malloc(sizeof *xs * (size_t)(j - i));
+  if (!xs) return QCCL_ERR(qcclSystemError, "out of memory running a group");
+  for (int k = i; k < j; k++) xs[k - i] = ops[k].x;
+  qcclResult_t r = ops[i].xk->run(xs, j - i);
+  if (xs != small) free(xs);
   return r;
 }
 
@@ -128,13 +130,12 @@ static qcclResult_t group_run_batch(void* arg, const engine_turn_t* turns) {
     if (r != qcclSuccess) break;
     int j = i + 1;
     qcclComm_t ran = ops[i].comm; /* the lane a plain collective ran on */
-    if (ops[i].zq != NULL) {
-      while (j < b->n && ops[j].zq != NULL) j++;
-      for (int k = i; k < j && r == qcclSuccess; k++)
-        r = coll_agree_begin(ops[k].comm, NULL, ops[k].zq);
-      if (r == qcclSuccess) r = group_run_zero(ops, i, j);
+    if (ops[i].xk != NULL) {
+      while (j < b->n && ops[j].xk == ops[i].xk) j++;
+      for (int k = i; k < j && r == qcclSuccess; k++) r = ops[k].xk->begin(ops[k].comm, ops[k].x);
+      if (r == qcclSuccess) r = group_run_kind(ops, i, j);
     } else if (group_is_p2p(&ops[i].args)) {
-      while (j < b->n && ops[j].zq == NULL && group_is_p2p(&ops[j].args)) j++;
+      while (j < b->n && ops[j].xk == NULL && group_is_p2p(&ops[j].args)) j++;
       for (int k = i; k < j; k++) coll_wire_call(ops[k].comm, COLL_WIRE_P2P);
       r = group_run_p2p(ops, i, j);
     } else {
@@ -161,13 +162,13 @@ static qcclResult_t group_run_batch(void* arg, const engine_turn_t* turns) {
 static void group_batch_free(void* arg) {
   group_batch_t* b = arg;
   if (b->owned) {
-    for (int k = 0; k < b->n; k++) free(b->ops[k].zq);
+    for (int k = 0; k < b->n; k++) free(b->ops[k].x);
     free(b->ops);
   }
   free(b);
 }
 
-/* Hands ops[0..n) to the engine. owned: the ops array (and every zq) is
+/* Hands ops[0..n) to the engine. owned: the ops array (and every record) is
  * heap memory the batch takes over; else it is the caller's, and the
  * batch is copied first if it has to wait on a stream. */
 static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
@@ -188,7 +189,7 @@ static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
     int m = 0;
     while (m < nc && comms[m] != ops[k].comm) m++;
     if (m == nc) comms[nc++] = ops[k].comm;
-    if (ops[k].zq == NULL && !group_is_p2p(&ops[k].args)) ncoll[m]++;
+    if (ops[k].xk == NULL && !group_is_p2p(&ops[k].args)) ncoll[m]++;
   }
   /* one plain collective may run beside other lanes' calls */
   int alone = !(n == 1 && ncoll[0] == 1);
@@ -197,7 +198,7 @@ static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
     group_batch_t b = {ops, n, 0};
     r = engine_submit(comms, ncoll, nc, alone, NULL, group_run_batch, &b, NULL);
     if (owned) {
-      for (int k = 0; k < n; k++) free(ops[k].zq);
+      for (int k = 0; k < n; k++) free(ops[k].x);
       free(ops);
     }
   } else {
@@ -208,7 +209,7 @@ static qcclResult_t group_exec(group_op_t* ops, int n, int owned, stream_t* s) {
         free(b);
         b = NULL;
       } else {
-        for (int k = 0; k < n; k++) copy[k] = ops[k]; /* a lone zq is copied by the caller */
+        for (int k = 0; k < n; k++) copy[k] = ops[k]; /* a lone record is copied by the caller */
         ops = copy;
       }
     }
@@ -251,56 +252,43 @@ static qcclResult_t group_check_stream(stream_t* s) {
 }
 
 qcclResult_t group_submit(qcclComm_t comm, const coll_args_t* a, stream_t* s) {
-  if (zpp_policy_applies(comm, a)) {
-    /* quantized by a policy (QCCL_POLICY, qcclCommSetPolicy): issued as its
-     * ZeRO++ call, which can join a bucket in a group */
-    zpp_op_t zop;
-    qcclResult_t r = zpp_policy_op(comm, a, &zop);
-    if (r != qcclSuccess) return zpp_fail(comm, r);
-    zop.stream = s;
-    return group_submit_zero(comm, &zop);
-  }
   if (group_depth == 0) {
-    group_op_t one = {comm, *a, NULL};
+    group_op_t one = {comm, *a, NULL, NULL};
     return group_exec(&one, 1, 0, s);
   }
   QCCL_CHECK(group_check_stream(s));
   QCCL_CHECK(group_grow());
-  group_ops[group_n].comm = comm;
-  group_ops[group_n].args = *a;
-  group_ops[group_n].zq = NULL;
+  group_ops[group_n] = (group_op_t){comm, *a, NULL, NULL};
   group_n++;
   return qcclSuccess;
 }
 
-qcclResult_t group_submit_zero(qcclComm_t comm, const zpp_op_t* op) {
-  stream_t* s = op->stream;
+qcclResult_t group_submit_call(qcclComm_t comm, const group_kind_t* k, const void* rec,
+                               stream_t* s) {
   const coll_args_t none = {COLL_BARRIER, NULL, NULL, 0, qcclUint8, qcclSum, -1};
   if (group_depth == 0 && s == NULL) {
-    group_op_t one = {comm, none, (zpp_op_t*)op};
+    group_op_t one = {comm, none, k, (void*)rec};
     return group_exec(&one, 1, 0, NULL);
   }
   if (group_depth > 0) QCCL_CHECK(group_check_stream(s));
-  zpp_op_t* zq = malloc(sizeof *zq);
-  if (!zq) return QCCL_ERR(qcclSystemError, "out of memory queueing a call");
-  *zq = *op;
+  void* x = malloc(k->size);
+  if (!x) return QCCL_ERR(qcclSystemError, "out of memory queueing a call");
+  memcpy(x, rec, k->size);
   if (group_depth == 0) {
     group_op_t* one = malloc(sizeof *one);
     if (!one) {
-      free(zq);
+      free(x);
       return QCCL_ERR(qcclSystemError, "out of memory queueing a call");
     }
-    *one = (group_op_t){comm, none, zq};
+    *one = (group_op_t){comm, none, k, x};
     return group_exec(one, 1, 1, s);
   }
   qcclResult_t r = group_grow();
   if (r != qcclSuccess) {
-    free(zq);
+    free(x);
     return r;
   }
-  group_ops[group_n].comm = comm;
-  group_ops[group_n].args = none;
-  group_ops[group_n].zq = zq;
+  group_ops[group_n] = (group_op_t){comm, none, k, x};
   group_n++;
   return qcclSuccess;
 }
@@ -328,7 +316,7 @@ qcclResult_t qcclGroupEnd(void) {
   }
   if (s != NULL) return group_exec(ops, n, 1, s); /* the queued batch owns ops */
   qcclResult_t r = group_exec(ops, n, 0, NULL);
-  for (int k = 0; k < n; k++) free(ops[k].zq);
+  for (int k = 0; k < n; k++) free(ops[k].x);
   /* the array serves this thread's next group, unless the batch started
    * one of its own */
   if (group_ops == NULL && group_depth == 0) {

@@ -197,5 +197,5 @@ qcclResult_t qcclAllGatherQ(const void* sendbuff, void* recvbuff, size_t sendcou
   if (r != qcclSuccess) return zpp_fail(comm, r);
   QCCL_TRACE(LOG_ZERO, "qcclAllGatherQ count %zu %s int%d b%d", sendcount, dtype_name(datatype),
              op.q1.bits, op.q1.block);
-  return group_submit_zero(comm, &op);
+  return zpp_submit(comm, &op);
 }

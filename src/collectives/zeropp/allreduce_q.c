@@ -49,5 +49,5 @@ qcclResult_t qcclAllReduceQ(const void* sendbuff, void* recvbuff, size_t count,
   if (r != qcclSuccess) return zpp_fail(comm, r);
   o.kind = ZPP_ARQ;
   o.slot = qcclStatAllReduceQ;
-  return group_submit_zero(comm, &o);
+  return zpp_submit(comm, &o);
 }

@@ -3,7 +3,7 @@
  * and qcclAllReduce calls that become their ZeRO++ counterparts without a
  * change in the caller (qcclCommSetPolicy, QCCL_POLICY).
  *
- * group.c asks zpp_policy_applies of every plain call the user issues
+ * api.c asks zpp_policy_applies of every plain call the user issues
  * (the plain collectives that the quantized ones run inside go straight
  * to coll_run and are never asked); a call qualifies when its collective
  * has a policy (the communicator's, else

@@ -368,7 +368,7 @@ qcclResult_t qcclReduceScatterQ(const void* sendbuff, void* recvbuff, size_t rec
   if (r != qcclSuccess) return zpp_fail(comm, r);
   o.kind = ZPP_RSQ;
   o.slot = qcclStatReduceScatterQ;
-  return group_submit_zero(comm, &o);
+  return zpp_submit(comm, &o);
 }
 
 qcclResult_t qcclReduceScatterQResidualCount(qcclComm_t comm, size_t recvcount,

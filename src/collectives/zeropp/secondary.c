@@ -157,7 +157,7 @@ qcclResult_t qcclAllGatherQSecondary(const void* sendbuff, void* recvbuff, size_
     sec_header_t h = {SEC_FULL, generation};
     memcpy(secondary->rec, &h, sizeof h);
   }
-  return group_submit_zero(comm, &op);
+  return zpp_submit(comm, &op);
 }
 
 /* A node gather's arguments, kept until it runs. */

@@ -109,8 +109,9 @@ typedef struct zpp_op {
 qcclResult_t zpp_run_ops(zpp_op_t* const* ops, int n);
 
 /* Runs one call now, queues it on its host stream (op->stream), or adds it
- * to the open group (group.c); the last two keep a copy. */
-qcclResult_t group_submit_zero(qcclComm_t comm, const zpp_op_t* op);
+ * to the open group (group.c, as a group_kind_t); the last two keep a
+ * copy. */
+qcclResult_t zpp_submit(qcclComm_t comm, const zpp_op_t* op);
 
 /* ---- the algorithms ---- */
 

@@ -18,6 +18,7 @@
 
 #include "collectives/coll.h"
 #include "collectives/engine.h"
+#include "collectives/group.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "collectives/zeropp/zpp.h"
@@ -275,4 +276,19 @@ qcclResult_t zpp_run_ops(zpp_op_t* const* ops, int n) {
     i = j;
   }
   return qcclSuccess;
+}
+
+/* The ZeRO++ calls as groups and streams carry them (group.h). */
+static qcclResult_t zpp_group_begin(qcclComm_t comm, const void* rec) {
+  return coll_agree_begin(comm, NULL, rec);
+}
+
+static qcclResult_t zpp_group_run(void* const* recs, int n) {
+  return zpp_run_ops((zpp_op_t* const*)recs, n);
+}
+
+static const group_kind_t zpp_group_kind = {sizeof(zpp_op_t), zpp_group_begin, zpp_group_run};
+
+qcclResult_t zpp_submit(qcclComm_t comm, const zpp_op_t* op) {
+  return group_submit_call(comm, &zpp_group_kind, op, op->stream);
 }
