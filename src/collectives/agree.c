@@ -35,10 +35,10 @@
 #include <time.h>
 
 #include "collectives/coll.h"
-#include "collectives/zeropp/zpp.h"
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/socket.h"
+#include "topology/rankmap.h"
 #include "collectives/engine.h"
 #include "qccl_config.h"
 #if QCCL_HAVE_UCX
@@ -57,7 +57,7 @@ static const char* const agree_kinds[] = {"AllReduce",      "Broadcast", "Reduce
 
 qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
 
-static uint64_t agree_mix(uint64_t h, uint64_t v) {
+uint64_t coll_agree_mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0xff51afd7ed558ccdull;
 }
@@ -71,36 +71,8 @@ static uint64_t agree_fold(uint64_t h) {
   return h ^ (h >> 33);
 }
 
-static uint64_t agree_spec(uint64_t h, const quant_params_t* q) {
-  h = agree_mix(h, (uint64_t)q->bits);
-  h = agree_mix(h, (uint64_t)q->block);
-  h = agree_mix(h, (uint64_t)q->asym);
-  h = agree_mix(h, (uint64_t)q->stochastic);
-  h = agree_mix(h, (uint64_t)q->rotate);
-  return agree_mix(h, (uint64_t)q->seed);
-}
-
-/* The record of a plain call a, or of the ZeRO++ call z. */
-static void agree_record(const coll_args_t* a, const zpp_op_t* z, uint64_t rec[3]) {
-  int kind, root = -1;
-  size_t count;
-  qcclDataType_t dt;
-  qcclRedOp_t op;
-  uint64_t spec = 0;
-  if (z != NULL) {
-    kind = (int)COLL_NUM_KINDS + (int)z->kind;
-    count = z->count;
-    dt = z->dt;
-    op = z->op;
-    spec = agree_spec(agree_spec(agree_mix(1, (uint64_t)z->plain), &z->q1), &z->q2);
-    spec = agree_mix(spec, (uint64_t)z->ef);
-  } else {
-    kind = (int)a->kind;
-    count = a->count;
-    dt = a->datatype;
-    op = a->op;
-    root = a->root;
-  }
+void coll_agree_record(int kind, size_t count, qcclDataType_t dt, qcclRedOp_t op, int root,
+                       uint64_t spec, uint64_t rec[COLL_AGREE_WORDS]) {
   rec[0] = (uint64_t)(uint8_t)kind | (uint64_t)(uint8_t)dt << 8 | (uint64_t)(uint8_t)op << 16 |
            (uint64_t)(uint32_t)root << 32;
   rec[1] = (uint64_t)count;
@@ -183,10 +155,9 @@ void coll_wire_call(qcclComm_t comm, uint64_t call) {
 #endif
 }
 
-qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_op_t* z) {
+qcclResult_t coll_agree_begin(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS]) {
+  _Static_assert(COLL_AGREE_WORDS == SHM_CHECK_WORDS, "a record fills a control line's check");
   if (comm->nnodes == 1 && agree_shm(comm) == NULL) return qcclSuccess; /* nothing to do */
-  uint64_t rec[SHM_CHECK_WORDS];
-  agree_record(a, z, rec);
   uint64_t c = comm->check_calls++;
   /* across hosts every message of the call carries its number and, when
    * checking, its record's hash (transport/ucx.c): ranks of different
@@ -196,7 +167,8 @@ qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_o
     /* the call's number (low AGREE_CALL_NUM_BITS) and its record's hash */
     uint64_t d = (c + 1) & ((1u << AGREE_CALL_NUM_BITS) - 1);
     if (comm->check)
-      d |= agree_fold(agree_mix(agree_mix(agree_mix(agree_mix(c + 1, rec[0]), rec[1]), rec[2]), 7))
+      d |= agree_fold(coll_agree_mix(
+               coll_agree_mix(coll_agree_mix(coll_agree_mix(c + 1, rec[0]), rec[1]), rec[2]), 7))
            << AGREE_CALL_NUM_BITS;
     coll_wire_call(comm, d & ~COLL_WIRE_P2P);
     uint64_t* h = comm->check_hist[c % AGREE_HIST];
@@ -212,8 +184,10 @@ qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const zpp_o
   /* one host, a plain collective: every shared-memory algorithm waits for
    * every rank at least once, so the records are compared after the call
    * (coll_agree_end) at no extra synchronization; the waits of the call
-   * watch them meanwhile. Otherwise: compared before any data moves. */
-  int lazy = comm->node == NULL && z == NULL;
+   * watch them meanwhile. Otherwise (across hosts, or a call of a layer
+   * above, numbered from COLL_NUM_KINDS: it runs plain calls inside):
+   * compared before any data moves. */
+  int lazy = comm->node == NULL && (int)(rec[0] & 0xff) < (int)COLL_NUM_KINDS;
   shm_check_publish(s, c, rec, lazy);
   if (lazy) return qcclSuccess;
   qcclResult_t w = shm_check_collect(s, c, comm->check_recs);
@@ -311,7 +285,7 @@ typedef struct {
   int32_t res;
   int32_t p2p;        /* the call was a user's send or receive */
   uint64_t call;      /* the call's number + 1; 0: no record */
-  uint64_t rec[3];    /* agree_record */
+  uint64_t rec[3];    /* coll_agree_record */
   char msg[512 - 40]; /* err_last() */
 } agree_report_t;
 

@@ -147,13 +147,18 @@ struct qcclComm {
   struct stream* rail_stream; /* the two-level pipeline's network stages (hier_pipe.c) */
 };
 
-struct zpp_op;
-
 /* QCCL_CHECK (agree.c): checks that every rank of the node makes the same
- * user's collective (a, or the ZeRO++ call z): call begin before running
- * it and end with its result after; either fails with qcclInvalidUsage on
- * every rank when they disagree. */
-qcclResult_t coll_agree_begin(qcclComm_t comm, const coll_args_t* a, const struct zpp_op* z);
+ * user's collective: call begin with the call's record before running it
+ * and end with its result after; either fails with qcclInvalidUsage on
+ * every rank when they disagree. The record (coll_agree_record): the
+ * collective (a layer above numbers its calls from COLL_NUM_KINDS), count,
+ * datatype, op, root, and a hash of whatever else must agree
+ * (coll_agree_mix; 0 for a plain call). */
+#define COLL_AGREE_WORDS 3
+void coll_agree_record(int kind, size_t count, qcclDataType_t dt, qcclRedOp_t op, int root,
+                       uint64_t spec, uint64_t rec[COLL_AGREE_WORDS]);
+uint64_t coll_agree_mix(uint64_t h, uint64_t v);
+qcclResult_t coll_agree_begin(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS]);
 qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r);
 /* A user's call on comm failed with r: across hosts, tells every peer
  * (with this rank's record of the call) and reads what the peers tell,

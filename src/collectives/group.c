@@ -110,7 +110,10 @@ static qcclResult_t group_run_coll(const group_op_t* op, const engine_turn_t* t,
                                    qcclComm_t* ran) {
   *ran = op->comm;
   QCCL_CHECK(engine_lane(t, j, ran));
-  qcclResult_t r = coll_agree_begin(*ran, &op->args, NULL);
+  uint64_t rec[COLL_AGREE_WORDS];
+  coll_agree_record((int)op->args.kind, op->args.count, op->args.datatype, op->args.op,
+                    op->args.root, 0, rec);
+  qcclResult_t r = coll_agree_begin(*ran, rec);
   if (r == qcclSuccess) r = coll_agree_end(*ran, coll_run(*ran, &op->args));
   /* a failure's message reaches the communicator the user called as the
    * run ends (engine_run), from whichever lane it came */

@@ -279,8 +279,26 @@ qcclResult_t zpp_run_ops(zpp_op_t* const* ops, int n) {
 }
 
 /* The ZeRO++ calls as groups and streams carry them (group.h). */
+
+static uint64_t zpp_agree_spec(uint64_t h, const quant_params_t* q) {
+  h = coll_agree_mix(h, (uint64_t)q->bits);
+  h = coll_agree_mix(h, (uint64_t)q->block);
+  h = coll_agree_mix(h, (uint64_t)q->asym);
+  h = coll_agree_mix(h, (uint64_t)q->stochastic);
+  h = coll_agree_mix(h, (uint64_t)q->rotate);
+  return coll_agree_mix(h, (uint64_t)q->seed);
+}
+
+/* The failure agreement's record of a call (agree.c): its kind after the
+ * plain ones, and a hash of its quantization specs and options. */
 static qcclResult_t zpp_group_begin(qcclComm_t comm, const void* rec) {
-  return coll_agree_begin(comm, NULL, rec);
+  const zpp_op_t* z = rec;
+  uint64_t spec = coll_agree_mix(1, (uint64_t)z->plain);
+  spec = zpp_agree_spec(zpp_agree_spec(spec, &z->q1), &z->q2);
+  spec = coll_agree_mix(spec, (uint64_t)z->ef);
+  uint64_t words[COLL_AGREE_WORDS];
+  coll_agree_record((int)COLL_NUM_KINDS + (int)z->kind, z->count, z->dt, z->op, -1, spec, words);
+  return coll_agree_begin(comm, words);
 }
 
 static qcclResult_t zpp_group_run(void* const* recs, int n) {
