@@ -67,7 +67,6 @@ static double cma_speed(shm_t* s) {
 qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   int w = s->nranks;
   s->cma_min = 0;
-  s->cma_speed = 0;
   int64_t min;
   int chosen = env_get("QCCL_CMA_MIN_BYTES") != NULL;
   QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES", CMA_MIN_BYTES_DEFAULT, 0, (int64_t)1 << 50, &min));
@@ -114,22 +113,21 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
       if (all[3 * j + 2] >= 0 && (slowest < 0 || all[3 * j + 2] < slowest))
         slowest = all[3 * j + 2];
     }
-    s->cma_speed = slowest >= 0 ? (double)slowest / 1000 : 0;
-    if (agreed > 0 && slowest >= 0 && s->cma_speed < CMA_SPEED_MIN) {
+    double ratio = (double)slowest / 1000;
+    s->peers_readable = (int)readable;
+    if (agreed > 0 && slowest >= 0 && ratio < CMA_SPEED_MIN) {
       QCCL_INFO(LOG_SHM,
                 "rank %d: single copy (CMA) off: the kernel's copy ran at %.2f of memcpy's speed "
                 "(below %.2f, two copies through the segment are faster; QCCL_CMA_MIN_BYTES "
                 "set overrides)",
-                s->rank, s->cma_speed, CMA_SPEED_MIN);
-      s->peers_readable = (int)readable;
+                s->rank, ratio, CMA_SPEED_MIN);
       free(all);
       return qcclSuccess;
     }
     s->cma_min = (size_t)agreed;
-    s->peers_readable = (int)readable;
     char speed_txt[64] = "speed not probed";
     if (slowest >= 0)
-      snprintf(speed_txt, sizeof speed_txt, "kernel copy at %.2f of memcpy's speed", s->cma_speed);
+      snprintf(speed_txt, sizeof speed_txt, "kernel copy at %.2f of memcpy's speed", ratio);
     QCCL_INFO(
         LOG_SHM,
         "rank %d: single copy (CMA) %s (%s), from %lld bytes per peer (AlltoAll, Scatter (up to "

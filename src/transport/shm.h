@@ -110,7 +110,6 @@ typedef struct shm {
   size_t handoff_nt;    /* calls of at least this many bytes hand off through memory */
   size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t* cma_buf;    /* what peers read to probe CMA (cma.c; freed by it) */
-  double cma_speed;     /* CMA's copy speed over memcpy's, as probed (cma.c) */
   int peers_readable;   /* every local rank may read / map every other's memory */
   shm_peer_map_t* maps; /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
   uint64_t map_clock;   /* lookups so far (shm_peer_map_t.used) */
