@@ -96,9 +96,11 @@ struct qcclComm {
    * the internal node and rail communicators */
   comm_stats_t stats_own;
   comm_stats_t* stats;
-  /* scratch for algorithms over point-to-point, grown on demand and kept */
-  void* scratch[2];
-  size_t scratch_bytes[2];
+  /* scratch for algorithms over point-to-point (0, 1) and for the private
+   * copies of in-place sends (COMM_SCRATCH_P2P, sendrecv.c), grown on
+   * demand and kept */
+  void* scratch[3];
+  size_t scratch_bytes[3];
   /* the ZeRO++ collectives' state (src/collectives/zeropp), made on first use */
   struct zpp_comm* zero;
   /* the engine (engine.c): turns of the calls issued on this communicator
@@ -190,8 +192,11 @@ void comm_free(qcclComm_t c, int abort);
 /* Frees a communicator's ZeRO++ state (NULL allowed); src/collectives/zeropp. */
 void zpp_comm_free(struct zpp_comm* z);
 
-/* Scratch buffer `which` (0 or 1) of at least bytes, owned by comm and
- * kept across calls. */
+/* Scratch buffer `which` (0, 1 or COMM_SCRATCH_P2P) of at least bytes,
+ * owned by comm and kept across calls. Slots 0 and 1 belong to the
+ * algorithm running on comm; COMM_SCRATCH_P2P to p2p_run, which the
+ * algorithms call. */
+#define COMM_SCRATCH_P2P 2
 qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out);
 
 /* Opens the counting of a public call under slot (a qcclStatColl_t) and

@@ -127,8 +127,7 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   free(c->peer_idx);
   free(c->node_of);
   comm_topo_free(c);
-  free(c->scratch[0]);
-  free(c->scratch[1]);
+  for (int i = 0; i < 3; i++) free(c->scratch[i]);
   free(c->check_recs);
   stream_destroy(c->rail_stream);
   zpp_comm_free(c->zero);

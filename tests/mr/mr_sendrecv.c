@@ -27,6 +27,8 @@
  *             pair's ring (256 KiB) completes before its receive is posted,
  *             so this send-first ring runs (it deadlocked with every send
  *             single copy); one host only (LOCAL_WORLD_SIZE = W);
+ *   halves    inside a group, two sends in place: each half of one buffer
+ *             to a neighbour, each half received from the other one;
  *   self      inside a group, a send to self and a receive from self;
  *   a2a       inside a group, a different count for every (src, dst) pair,
  *             self included (an all-to-all-v);
@@ -209,6 +211,40 @@ static void case_exchange(mr_t* t, size_t n) {
         }
       }
     }
+  mr_case_end(&c);
+}
+
+/* Two sends in place in one group: every rank sends the first half of one
+ * buffer to rank + 1 and the second half to rank - 1, and receives into the
+ * first half from rank - 1 and into the second from rank + 1 (on 2 ranks:
+ * two messages each way, matched in order; on 1, to itself). Both sends
+ * overlap a receive, so both go from private copies side by side in the
+ * communicator's scratch (sendrecv.c); n = 1009 and 2^20 + 3 elements,
+ * the latter over the scratch's limit (a buffer of the call's own). Run
+ * twice, so the second reuses the kept scratch. */
+static void case_inplace_halves(mr_t* t, size_t n) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv in place halves n=%zu", n)) return;
+  const int W = t->nranks, me = t->rank;
+  const int next = (me + 1) % W, prev = (me + W - 1) % W;
+  const qcclDataType_t dt = qcclUint32;
+  for (int round = 0; round < 2; round++) {
+    mr_buf_t b;
+    mr_buf_alloc(&b, 2 * n * 4, (c.cseed >> (8 + round)) % 4 * 4);
+    uint32_t* p = (uint32_t*)(void*)b.p;
+    mr_fill(dt, qcclSum, MR_GEN_RAW, c.cseed, me, W, p, msg_base(next, 2 + 2 * round), n);
+    mr_fill(dt, qcclSum, MR_GEN_RAW, c.cseed, me, W, p + n, msg_base(prev, 3 + 2 * round), n);
+    MR_OK(&c, qcclGroupStart());
+    MR_OK(&c, qcclSend(p, n, dt, next, t->comm, NULL));
+    MR_OK(&c, qcclSend(p + n, n, dt, prev, t->comm, NULL));
+    MR_OK(&c, qcclRecv(p, n, dt, prev, t->comm, NULL));
+    MR_OK(&c, qcclRecv(p + n, n, dt, next, t->comm, NULL));
+    MR_OK(&c, qcclGroupEnd());
+    mr_buf_check_guards(&c, &b, "buffer");
+    mr_check_copy(&c, dt, p, 0, n, prev, msg_base(me, 2 + 2 * round), "first half");
+    mr_check_copy(&c, dt, p, n, n, next, msg_base(me, 3 + 2 * round), "second half");
+    mr_buf_free(&b);
+  }
   mr_case_end(&c);
 }
 
@@ -441,6 +477,8 @@ int main(int argc, char** argv) {
   case_eager(&t);
   case_exchange(&t, 16 * 1024 + 1); /* 64 KiB + 4 */
   case_exchange(&t, 50021);         /* 195 KiB */
+  case_inplace_halves(&t, 1009);
+  case_inplace_halves(&t, ((size_t)1 << 20) + 3); /* 2 x 4 MiB + 12: a buffer per call */
   case_grouporder(&t);
   for (int k = 1; k < W; k++) case_ring(&t, k, 1009, qcclFloat32);
   for (int dt = 0; dt < qcclNumTypes; dt++) case_ring(&t, 1 + dt % W, 1009, (qcclDataType_t)dt);
