@@ -139,7 +139,7 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
   }
   backoff_t b;
   backoff_init(&b, comms[0]->spin);
-  double idle_since = clock_now();
+  double idle_since = 0; /* set when a pass first moves nothing */
   int left = n;
   int drained = 0; /* a pass after a peer was found gone */
   while (left > 0) {

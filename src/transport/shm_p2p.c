@@ -87,13 +87,10 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
 }
 
 static qcclResult_t shm_post_req(int send, int cma, int peer, void* buf, size_t n, void** req) {
-  shm_req_t* q = calloc(1, sizeof *q);
+  /* malloc, not calloc: calloc skips glibc's per-thread cache */
+  shm_req_t* q = malloc(sizeof *q);
   if (!q) return QCCL_ERR(qcclSystemError, "out of memory");
-  q->send = send;
-  q->cma = cma;
-  q->peer = peer;
-  q->buf = buf;
-  q->bytes = n;
+  *q = (shm_req_t){.send = send, .cma = cma, .peer = peer, .buf = buf, .bytes = n};
   uint32_t m = P2P_MAGIC, kind = cma ? P2P_CMA : P2P_STAGED;
   uint64_t b = n, at = (uint64_t)(uintptr_t)buf;
   memcpy(q->hdr, &m, 4);
