@@ -66,16 +66,20 @@ void engine_comm_init(qcclComm_t c) {
 }
 
 /* Drops one reference; the last one frees c. */
+/* Frees c once its last reference went. */
+static void engine_free(qcclComm_t c) {
+  int aborted = atomic_load(&c->aborting);
+  pthread_cond_destroy(&c->eng_cv);
+  pthread_mutex_destroy(&c->eng_mu);
+  comm_free(c, aborted);
+}
+
 static void engine_unref(qcclComm_t c) {
   pthread_mutex_lock(&c->eng_mu);
   int left = --c->refs;
   pthread_cond_broadcast(&c->eng_cv);
   pthread_mutex_unlock(&c->eng_mu);
-  if (left > 0) return;
-  int aborted = atomic_load(&c->aborting);
-  pthread_cond_destroy(&c->eng_cv);
-  pthread_mutex_destroy(&c->eng_mu);
-  comm_free(c, aborted);
+  if (left == 0) engine_free(c);
 }
 
 qcclResult_t engine_comm_usable(const char* fn, qcclComm_t c) {
@@ -174,7 +178,8 @@ static void engine_tell_if_asked(qcclComm_t c) {
 }
 
 /* Ends turn t, tells the peers if it was the last call inside and that was
- * asked, and drops the call's reference. */
+ * asked, and drops the call's reference (under the same lock when there is
+ * nothing to tell: one lock per call fewer). */
 static void engine_end_turn(engine_turn_t* t) {
   qcclComm_t c = t->comm;
   pthread_mutex_lock(&c->eng_mu);
@@ -184,9 +189,15 @@ static void engine_end_turn(engine_turn_t* t) {
   c->ended++;
   int last = 0;
   if (t->counted) last = --c->running == 0;
+  /* a request to tell made after this reads it finds the comm idle and
+   * tells itself (engine_tell_peers) */
+  int tell = last && atomic_load(&c->top->tell_asked);
+  int left = tell ? -1 : --c->refs;
   pthread_cond_broadcast(&c->eng_cv);
   pthread_mutex_unlock(&c->eng_mu);
-  if (last) engine_tell_if_asked(c);
+  if (left == 0) engine_free(c);
+  if (!tell) return;
+  engine_tell_if_asked(c);
   engine_unref(c);
 }
 
@@ -194,7 +205,8 @@ static void engine_end_turn(engine_turn_t* t) {
 static qcclResult_t engine_run(engine_turn_t* turns, int n, engine_run_fn run, void* arg) {
   qcclResult_t r = qcclSuccess;
   for (int i = 0; i < n && r == qcclSuccess; i++)
-    if (!engine_wait_turn(&turns[i])) r = engine_comm_usable("qccl", turns[i].comm);
+    if (!turns[i].counted && !engine_wait_turn(&turns[i]))
+      r = engine_comm_usable("qccl", turns[i].comm);
   /* a communicator that failed meanwhile: refused before any traffic */
   for (int i = 0; i < n && r == qcclSuccess; i++) r = engine_comm_usable("qccl", turns[i].comm);
   if (r == qcclSuccess) r = run(arg, turns);
@@ -260,7 +272,20 @@ qcclResult_t engine_submit(qcclComm_t* comms, const int* ncoll, int n, int alone
                            engine_run_fn run, void* arg, void (*release)(void* arg)) {
   if (s == NULL) {
     engine_turn_t turns[n];
-    engine_reserve(comms, ncoll, n, alone, turns);
+    if (n == 1) {
+      /* a blocking call on one communicator, due at once when nothing is
+       * queued before it: counted in under the same lock */
+      qcclComm_t c = comms[0];
+      pthread_mutex_lock(&c->eng_mu);
+      engine_take(c, ncoll[0], alone, &turns[0]);
+      if (engine_due(c, &turns[0]) && !atomic_load(&c->aborting)) {
+        c->running++;
+        turns[0].counted = 1;
+      }
+      pthread_mutex_unlock(&c->eng_mu);
+    } else {
+      engine_reserve(comms, ncoll, n, alone, turns);
+    }
     return engine_run(turns, n, run, arg);
   }
   engine_task_t* e = calloc(1, sizeof(engine_task_t) + (size_t)n * sizeof(engine_turn_t));
