@@ -65,7 +65,6 @@ void engine_comm_init(qcclComm_t c) {
   c->top = c;
 }
 
-/* Drops one reference; the last one frees c. */
 /* Frees c once its last reference went. */
 static void engine_free(qcclComm_t c) {
   int aborted = atomic_load(&c->aborting);
@@ -74,6 +73,7 @@ static void engine_free(qcclComm_t c) {
   comm_free(c, aborted);
 }
 
+/* Drops one reference; the last one frees c. */
 static void engine_unref(qcclComm_t c) {
   pthread_mutex_lock(&c->eng_mu);
   int left = --c->refs;
