@@ -312,6 +312,7 @@ void shm_close(shm_t* s) {
     munmap(s->base, s->bytes);
   }
   free(s->scratch);
+  for (int i = 0; i < s->p2p_nfree; i++) free(s->p2p_free[i]);
   free(s);
 }
 

@@ -95,6 +95,8 @@ typedef struct {
   char pad1[SHM_LINE - 24];
 } shm_chan_ctrl_t;
 
+#define SHM_P2P_KEEP 4
+
 typedef struct shm {
   char* base;
   size_t bytes;
@@ -126,6 +128,10 @@ typedef struct shm {
   char* results;
   char* chans;
   char* scratch; /* chunk_bytes of private memory, or NULL until asked for */
+  /* finished point-to-point requests kept for the next ones (shm_p2p.c; a
+   * segment's transfers run on one thread at a time, as its calls do) */
+  void* p2p_free[SHM_P2P_KEEP];
+  int p2p_nfree;
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;

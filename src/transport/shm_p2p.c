@@ -86,9 +86,23 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
   return k;
 }
 
-static qcclResult_t shm_post_req(int send, int cma, int peer, void* buf, size_t n, void** req) {
-  /* malloc, not calloc: calloc skips glibc's per-thread cache */
-  shm_req_t* q = malloc(sizeof *q);
+/* A request: one the segment kept, else a new one. */
+static shm_req_t* shm_req_get(shm_t* s) {
+  if (s->p2p_nfree > 0) return s->p2p_free[--s->p2p_nfree];
+  return malloc(sizeof(shm_req_t));
+}
+
+/* Ends request q: kept for the next (up to SHM_P2P_KEEP), else freed. */
+static void shm_req_put(shm_t* s, shm_req_t* q) {
+  if (s->p2p_nfree < SHM_P2P_KEEP)
+    s->p2p_free[s->p2p_nfree++] = q;
+  else
+    free(q);
+}
+
+static qcclResult_t shm_post_req(shm_t* s, int send, int cma, int peer, void* buf, size_t n,
+                                 void** req) {
+  shm_req_t* q = shm_req_get(s);
   if (!q) return QCCL_ERR(qcclSystemError, "out of memory");
   *q = (shm_req_t){.send = send, .cma = cma, .peer = peer, .buf = buf, .bytes = n};
   uint32_t m = P2P_MAGIC, kind = cma ? P2P_CMA : P2P_STAGED;
@@ -105,12 +119,11 @@ static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, in
                               void** req) {
   shm_t* s = ctx;
   int cma = cma_p2p_use(s, n, P2P_HDR) || (paired && cma_p2p_paired_use(s, n));
-  return shm_post_req(1, cma, peer, (void*)buf, n, req);
+  return shm_post_req(s, 1, cma, peer, (void*)buf, n, req);
 }
 
 static qcclResult_t shm_irecv(void* ctx, int peer, void* buf, size_t n, void** req) {
-  (void)ctx;
-  return shm_post_req(0, 0, peer, buf, n, req);
+  return shm_post_req(ctx, 0, 0, peer, buf, n, req);
 }
 
 /* The receiver's check of a complete header. */
@@ -145,7 +158,7 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
     if (no != 0) {
       size_t bytes = q->bytes;
       int peer = q->peer;
-      free(q);
+      shm_req_put(s, q);
       return QCCL_ERR(qcclInvalidUsage,
                       "rank %d refused the message of %zu bytes from rank %d: its matching "
                       "receive expects %llu (count or datatype differ)",
@@ -175,7 +188,7 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
           k += q->bytes;
         }
         if (r != qcclSuccess) {
-          free(q);
+          shm_req_put(s, q);
           return r;
         }
       }
@@ -193,7 +206,7 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
     q->done += k;
   }
   *done = q->done == total;
-  if (*done) free(q);
+  if (*done) shm_req_put(s, q);
   return qcclSuccess;
 }
 
@@ -204,8 +217,7 @@ static size_t shm_moved(void* ctx, void* req) {
 }
 
 static void shm_cancel(void* ctx, void* req) {
-  (void)ctx;
-  free(req);
+  shm_req_put(ctx, req);
 }
 
 static qcclResult_t shm_check(void* ctx, int peer) {
