@@ -127,14 +127,34 @@ static void engine_take(qcclComm_t c, int ncoll, int alone, engine_turn_t* t) {
   c->serial_last = t->seq + 1;
 }
 
-/* Takes the next turn (and a reference) on each of comms[0..n), all at once. */
-static void engine_reserve(qcclComm_t* comms, const int* ncoll, int n, int alone,
+/* 1 once every turn t needs has ended (c's lock held). */
+static int engine_due(const qcclComm_t c, const engine_turn_t* t) {
+  if (c->serial_done < t->need_serial) return 0;
+  for (int k = 0; k < COMM_MAX_LANES; k++)
+    if (c->lane_done[k] < t->need_lane[k]) return 0;
+  return 1;
+}
+
+/* Counts the call of turn t in when it is due (c's lock held); 1 if so. */
+static int engine_count_in(qcclComm_t c, engine_turn_t* t) {
+  if (!engine_due(c, t)) return 0;
+  c->running++;
+  t->counted = 1;
+  return 1;
+}
+
+/* Takes the next turn (and a reference) on each of comms[0..n), all at once.
+ * now (a blocking call): a single turn due at once is counted in under the
+ * same lock, which spares engine_wait_turn's. */
+static void engine_reserve(qcclComm_t* comms, const int* ncoll, int n, int alone, int now,
                            engine_turn_t* turns) {
   alone = alone || n != 1;
   if (n == 1) {
-    pthread_mutex_lock(&comms[0]->eng_mu);
-    engine_take(comms[0], ncoll[0], alone, &turns[0]);
-    pthread_mutex_unlock(&comms[0]->eng_mu);
+    qcclComm_t c = comms[0];
+    pthread_mutex_lock(&c->eng_mu);
+    engine_take(c, ncoll[0], alone, &turns[0]);
+    if (now && !atomic_load(&c->aborting)) engine_count_in(c, &turns[0]);
+    pthread_mutex_unlock(&c->eng_mu);
     return;
   }
   qcclComm_t sorted[n];
@@ -145,25 +165,13 @@ static void engine_reserve(qcclComm_t* comms, const int* ncoll, int n, int alone
   for (int i = n - 1; i >= 0; i--) pthread_mutex_unlock(&sorted[i]->eng_mu);
 }
 
-/* 1 once every turn t needs has ended (c's lock held). */
-static int engine_due(const qcclComm_t c, const engine_turn_t* t) {
-  if (c->serial_done < t->need_serial) return 0;
-  for (int k = 0; k < COMM_MAX_LANES; k++)
-    if (c->lane_done[k] < t->need_lane[k]) return 0;
-  return 1;
-}
-
 /* Waits until turn t of its communicator is due, and counts the call in;
  * returns 0 if the communicator was aborted first. */
 static int engine_wait_turn(engine_turn_t* t) {
   qcclComm_t c = t->comm;
   pthread_mutex_lock(&c->eng_mu);
   while (!engine_due(c, t) && !atomic_load(&c->aborting)) pthread_cond_wait(&c->eng_cv, &c->eng_mu);
-  int due = engine_due(c, t);
-  if (due) {
-    c->running++;
-    t->counted = 1;
-  }
+  int due = engine_count_in(c, t);
   pthread_mutex_unlock(&c->eng_mu);
   return due;
 }
@@ -272,20 +280,7 @@ qcclResult_t engine_submit(qcclComm_t* comms, const int* ncoll, int n, int alone
                            engine_run_fn run, void* arg, void (*release)(void* arg)) {
   if (s == NULL) {
     engine_turn_t turns[n];
-    if (n == 1) {
-      /* a blocking call on one communicator, due at once when nothing is
-       * queued before it: counted in under the same lock */
-      qcclComm_t c = comms[0];
-      pthread_mutex_lock(&c->eng_mu);
-      engine_take(c, ncoll[0], alone, &turns[0]);
-      if (engine_due(c, &turns[0]) && !atomic_load(&c->aborting)) {
-        c->running++;
-        turns[0].counted = 1;
-      }
-      pthread_mutex_unlock(&c->eng_mu);
-    } else {
-      engine_reserve(comms, ncoll, n, alone, turns);
-    }
+    engine_reserve(comms, ncoll, n, alone, 1, turns);
     return engine_run(turns, n, run, arg);
   }
   engine_task_t* e = calloc(1, sizeof(engine_task_t) + (size_t)n * sizeof(engine_turn_t));
@@ -300,7 +295,7 @@ qcclResult_t engine_submit(qcclComm_t* comms, const int* ncoll, int n, int alone
   e->release = release;
   e->n = n;
   e->turns = (engine_turn_t*)(e + 1);
-  engine_reserve(comms, ncoll, n, alone, e->turns);
+  engine_reserve(comms, ncoll, n, alone, 0, e->turns);
   qcclResult_t r = stream_enqueue(s, &e->task);
   if (r != qcclSuccess) {
     /* give the turns back in order: nothing ran */
