@@ -22,69 +22,133 @@
  * process_vm_readv at the first chunk, and the owner returns only once
  * every rank is done. Each rank decides for its own buffer (the chunk
  * sequence is the same whatever they chose).
+ *
+ * Plan: per chunk, wait for the slot to be free, then for each peer's
+ * piece in turn (k: the next peer to read); in the first chunk of a shared
+ * call, for every rank's offer and then for every rank's end.
  */
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "collectives/shared_copy.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  plan_t p;
+  size_t bytes;
+  /* the call's */
+  shm_reg_t reg;
+  int mapped, direct, offered, k;
+  share_job_t job;
+  size_t off;
+  uint64_t g;
+} ag_plan_t;
+
+enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END };
+
+static qcclResult_t ag_progress(plan_t* p) {
+  ag_plan_t* t = (ag_plan_t*)p;
+  qcclComm_t comm = p->comm;
   shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank;
-  size_t bytes = a->count * dtype_size(a->datatype);
+  size_t bytes = t->bytes;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
-  if (w == 1) {
-    if (out != in) copy_out(out, in, bytes, stream);
-    return qcclSuccess;
-  }
-  /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
-  shm_reg_t reg;
-  int mapped = shm_reg_find(s, in, bytes, &reg);
-  /* else, from CMA's threshold: the peers read it single copy */
-  int direct = mapped || (w <= CMA_ALLGATHER_MAX_RANKS &&
-                          cma_offer(s, in, bytes, CMA_ALLGATHER_MAX_BYTES, &reg));
-  share_job_t job = {in, out, bytes, 0};
-  uint64_t g = 0;
-  for (size_t off = 0; off < bytes; off += s->chunk_bytes) {
-    size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
-    QCCL_CHECK(shm_chunk_begin(s, &g));
-    shm_reg_publish(s, g, SHM_REG_IN, &reg);
-    int offered = off == 0 && share_offer(comm, g, &job, mapped);
-    if (!direct)
-      copy_out(shm_slot(s, r, g), in + off, m, shm_handoff_nt(s, bytes * (size_t)w)); /* shm.h */
-    coll_stats_shm(comm, m);
-    shm_post(s, 3 * g + 1);
-    if (off == 0) {
-      int shared; /* the own block; all of it when every rank offered */
-      QCCL_CHECK(share_run(comm, g, &job, offered, &shared));
-      if (shared) {
+  size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+  for (;;) {
+    switch (p->phase) {
+      case AG_START:
+        if (w == 1) {
+          if (out != in) copy_out(out, in, bytes, stream);
+          return qcclSuccess;
+        }
+        /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
+        t->mapped = shm_reg_find(s, in, bytes, &t->reg);
+        /* else, from CMA's threshold: the peers read it single copy */
+        t->direct = t->mapped || (w <= CMA_ALLGATHER_MAX_RANKS &&
+                                  cma_offer(s, in, bytes, CMA_ALLGATHER_MAX_BYTES, &t->reg));
+        t->job = (share_job_t){in, out, bytes, 0, 0};
+        t->off = 0;
+        p->phase = AG_CHUNK;
+        PLAN_FALLTHROUGH;
+      case AG_CHUNK:
+        if (t->off >= bytes) {
+          p->phase = AG_END;
+          break;
+        }
+        m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+        t->g = shm_chunk_next(s);
+        p->phase = AG_FREE;
+        PLAN_FALLTHROUGH;
+      case AG_FREE:
+        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
+        t->offered = t->off == 0 && share_offer(comm, t->g, &t->job, t->mapped);
+        if (!t->direct) /* shm.h */
+          copy_out(shm_slot(s, r, t->g), in + t->off, m, shm_handoff_nt(s, bytes * (size_t)w));
+        coll_stats_shm(comm, m);
+        shm_post(s, 3 * t->g + 1);
+        t->k = 1;
+        p->phase = AG_READ;
+        if (t->off != 0) break;
+        /* the own block; all of it when every rank offered */
+        share_own(comm, &t->job, t->offered);
+        if (!t->offered) break;
+        p->phase = AG_SHARE;
+        PLAN_FALLTHROUGH;
+      case AG_SHARE: {
+        PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
+        int shared;
+        QCCL_CHECK(share_rest(comm, t->g, &t->job, &shared));
+        p->phase = AG_READ;
+        if (!shared) break;
         coll_stats_shm(comm, bytes - m);
+        p->phase = AG_SHARED;
+        PLAN_FALLTHROUGH;
+      }
+      case AG_SHARED:
+        PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;
-      }
+      case AG_READ:
+        /* read each peer's piece as soon as that peer has staged it */
+        for (; t->k < w; t->k++) {
+          int j = (r + t->k) % w;
+          const char* src;
+          uintptr_t at;
+          PLAN_TEST(p, shm_test_rank(s, j, 3 * t->g + 1));
+          if (shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
+            /* single copy: the whole block at once */
+            if (t->off == 0) QCCL_CHECK(cma_read_from(s, j, at, out + (size_t)j * bytes, bytes));
+            continue;
+          }
+          QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes, &src));
+          if (src == NULL)
+            copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g), m, stream);
+          else if (t->off == 0) /* read in place: the whole block at once */
+            copy_out(out + (size_t)j * bytes, src, bytes, stream);
+        }
+        shm_post(s, 3 * t->g + 3);
+        t->off += s->chunk_bytes;
+        p->phase = AG_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      case AG_END:
+        /* sendbuff is read in place: it must outlive every reader */
+        if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "allgather: phase %d", p->phase);
     }
-    /* read each peer's piece as soon as that peer has staged it */
-    for (int k = 1; k < w; k++) {
-      int j = (r + k) % w;
-      const char* src;
-      uintptr_t at;
-      QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      if (shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
-        /* single copy: the whole block at once */
-        if (off == 0) QCCL_CHECK(cma_read_from(s, j, at, out + (size_t)j * bytes, bytes));
-        continue;
-      }
-      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, bytes, &src));
-      if (src == NULL)
-        copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m, stream);
-      else if (off == 0) /* read in place: the whole block at once */
-        copy_out(out + (size_t)j * bytes, src, bytes, stream);
-    }
-    shm_post(s, 3 * g + 3);
   }
-  /* sendbuff is read in place: it must outlive every reader */
-  if (direct) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
+}
+
+static const plan_ops_t ag_ops = {"allgather",    ag_progress, plan_shm_spin,
+                                  plan_shm_check, NULL,        NULL};
+
+qcclResult_t node_allgather_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  QCCL_CHECK(plan_alloc(sizeof(ag_plan_t), &ag_ops, comm, a, out));
+  ((ag_plan_t*)*out)->bytes = a->count * dtype_size(a->datatype);
   return qcclSuccess;
 }

@@ -40,110 +40,202 @@
  * own, writing the result to recvbuff only; in phase 3 the peers read it
  * from there the same way. Each rank decides for its own buffers inside
  * the chunk sequence, as with qcclMemAlloc buffers, so ranks may differ.
+ *
+ * Plan: per chunk, wait for the slot to be free, for every rank's stage
+ * (staged), for every rank's part (reduced); a call whose buffers peers
+ * read in place then waits for every rank's end.
  */
 #include "collectives/allreduce_chunk.h"
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a) {
-  shm_t* s = comm->shm;
-  int w = comm->nranks, r = comm->rank;
-  size_t es = dtype_size(a->datatype);
-  if (w == 1) {
-    coll_copy(a->recvbuff, a->sendbuff, a->count * es);
-    return qcclSuccess;
-  }
-  if (coll_allreduce_oneshot_fits(comm, a->count * es)) return coll_allreduce_oneshot(comm, a);
-  const char* in = a->sendbuff;
-  char* out = a->recvbuff;
-  int stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
-  int nt = shm_handoff_nt(s, a->count * es);
-  size_t per_chunk = s->chunk_bytes / es;
+typedef struct {
+  plan_t p;
+  size_t es, per_chunk;
+  int stream, nt; /* streaming copies out; handoff through memory (shm.h) */
+  /* the call's */
   shm_reg_t in_reg, out_reg;
-  int in_pub = shm_reg_find(s, in, a->count * es, &in_reg);
-  int out_pub = shm_reg_find(s, out, a->count * es, &out_reg);
-  /* single copy for plain buffers (cma.h): the block is one part of the
-   * first chunk, what a reader reads from one peer at once */
-  size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
-  int cma_ok = w <= CMA_ALLREDUCE_MAX_RANKS && a->count * es <= CMA_ALLREDUCE_MAX_BYTES &&
-               first / (size_t)w >= CMA_ALLREDUCE_MIN_BLOCK;
-  int in_cma = !in_pub && cma_ok && cma_offer(s, in, first / (size_t)w, 0, &in_reg);
-  int out_cma = !out_pub && cma_ok && cma_offer(s, out, first / (size_t)w, 0, &out_reg);
-  char* scratch = NULL; /* large calls reduce here first */
-  if (stream || nt) QCCL_CHECK(shm_scratch(s, &scratch));
-  char* peer_tmp = NULL; /* the parts read single copy, when not into recvbuff */
+  int in_pub, out_pub, in_cma, out_cma;
+  char* scratch;  /* large calls reduce here first */
+  char* peer_tmp; /* the parts read single copy, when not into recvbuff */
+  size_t off;
+  uint64_t g;
+} ar_plan_t;
+
+enum { AR_START, AR_CHUNK, AR_FREE, AR_STAGED, AR_REDUCED, AR_END };
+
+/* Phase 2 of the chunk at t->off: this rank's part [lo, hi) reduced over
+ * every rank into recvbuff (and, for the peers, its result area). */
+static qcclResult_t ar_reduce_part(ar_plan_t* t, size_t m, size_t lo, size_t hi) {
+  qcclComm_t comm = t->p.comm;
+  shm_t* s = comm->shm;
+  const coll_args_t* a = &t->p.a;
+  int w = comm->nranks, r = comm->rank;
+  size_t es = t->es, per_chunk = t->per_chunk, off = t->off;
+  const char* src = (const char*)a->sendbuff + off * es;
+  char* out = a->recvbuff;
+  uint64_t g = t->g;
   const void* srcs[w];
-  const char* peer_out[w];
-  uint64_t g = 0;
-  for (size_t off = 0; off < a->count; off += per_chunk) {
-    size_t m = a->count - off < per_chunk ? a->count - off : per_chunk;
-    size_t lo, hi;
-    coll_part(m, w, r, &lo, &hi);
-    QCCL_CHECK(shm_chunk_begin(s, &g));
-    const char* src = in + off * es;
-    shm_reg_publish(s, g, SHM_REG_IN, &in_reg);
-    shm_reg_publish(s, g, SHM_REG_OUT, &out_reg);
-    if (!in_pub && !in_cma) ar_chunk_stage(s, g, src, m, lo, hi, es, nt);
-    shm_post(s, 3 * g + 1);
-    QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
-    for (int j = 0; j < w; j++) {
-      const char* p = NULL;
-      uintptr_t at;
-      if (j != r && shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
-        /* single copy: into recvbuff's part when it is the only one read
-         * there and does not hold this rank's input, else privately */
-        char* dst = out + (off + lo) * es;
-        if (w > 2 || out == in) {
-          if (peer_tmp == NULL)
-            QCCL_CHECK(comm_scratch(comm, 0, (size_t)w * (per_chunk / (size_t)w + 1) * es,
-                                    (void**)&peer_tmp));
-          dst = peer_tmp + (size_t)j * (per_chunk / (size_t)w + 1) * es;
-        }
-        QCCL_CHECK(cma_read_from(s, j, at + (off + lo) * es, dst, (hi - lo) * es));
-        srcs[j] = dst;
-      } else {
-        if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, a->count * es, &p));
-        srcs[j] = j == r      ? src + lo * es
-                  : p != NULL ? p + (off + lo) * es
-                              : shm_slot(s, j, g) + lo * es;
+  for (int j = 0; j < w; j++) {
+    const char* p = NULL;
+    uintptr_t at;
+    if (j != r && shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
+      /* single copy: into recvbuff's part when it is the only one read
+       * there and does not hold this rank's input, else privately */
+      char* dst = out + (off + lo) * es;
+      if (w > 2 || a->recvbuff == a->sendbuff) {
+        if (t->peer_tmp == NULL)
+          QCCL_CHECK(comm_scratch(comm, 0, (size_t)w * (per_chunk / (size_t)w + 1) * es,
+                                  (void**)&t->peer_tmp));
+        dst = t->peer_tmp + (size_t)j * (per_chunk / (size_t)w + 1) * es;
       }
-      peer_out[j] = NULL;
-      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_OUT, a->count * es, &peer_out[j]));
-    }
-    char* res = shm_result(s, r, g);
-    coll_stats_shm(comm, m * es); /* its slot but its part, and its result */
-    if (out_cma) {
-      /* the peers read the result from recvbuff (reduce_kernel allows dst
-       * to be a source at the same offset: the part read there) */
-      reduce_kernel(out + (off + lo) * es, srcs, w, hi - lo, a->datatype, a->op, w);
-    } else if (scratch != NULL) {
-      /* reduce in cache, then write recvbuff and, for the peers, the result
-       * area (unless they read recvbuff), streaming where shm.h says */
-      reduce_kernel(scratch, srcs, w, hi - lo, a->datatype, a->op, w);
-      copy_out(out + (off + lo) * es, scratch, (hi - lo) * es, stream || (nt && out_pub));
-      if (!out_pub) copy_out(res, scratch, (hi - lo) * es, nt);
+      QCCL_CHECK(cma_read_from(s, j, at + (off + lo) * es, dst, (hi - lo) * es));
+      srcs[j] = dst;
     } else {
-      reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
-      memcpy(out + (off + lo) * es, res, (hi - lo) * es);
+      if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, a->count * es, &p));
+      srcs[j] = j == r      ? src + lo * es
+                : p != NULL ? p + (off + lo) * es
+                            : shm_slot(s, j, g) + lo * es;
     }
-    shm_post(s, 3 * g + 2);
-    QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
-    for (int k = 1; k < w; k++) { /* the results published single copy */
-      int j = (r + k) % w;
-      uintptr_t at;
-      if (!shm_reg_peer_cma(s, j, g, SHM_REG_OUT, &at)) continue;
-      size_t jl, jh;
-      coll_part(m, w, j, &jl, &jh);
-      QCCL_CHECK(cma_read_from(s, j, at + (off + jl) * es, out + (off + jl) * es, (jh - jl) * es));
-      peer_out[j] = AR_CHUNK_DONE;
-    }
-    ar_chunk_copy_results(s, g, out + off * es, m, es, stream, peer_out, off * es);
-    shm_post(s, 3 * g + 3);
   }
-  /* published buffers are read in place: they must outlive every reader */
-  if (in_pub || out_pub || in_cma || out_cma) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
+  char* res = shm_result(s, r, g);
+  coll_stats_shm(comm, m * es); /* its slot but its part, and its result */
+  if (t->out_cma) {
+    /* the peers read the result from recvbuff (reduce_kernel allows dst to
+     * be a source at the same offset: the part read there) */
+    reduce_kernel(out + (off + lo) * es, srcs, w, hi - lo, a->datatype, a->op, w);
+  } else if (t->scratch != NULL) {
+    /* reduce in cache, then write recvbuff and, for the peers, the result
+     * area (unless they read recvbuff), streaming where shm.h says */
+    reduce_kernel(t->scratch, srcs, w, hi - lo, a->datatype, a->op, w);
+    copy_out(out + (off + lo) * es, t->scratch, (hi - lo) * es, t->stream || (t->nt && t->out_pub));
+    if (!t->out_pub) copy_out(res, t->scratch, (hi - lo) * es, t->nt);
+  } else {
+    reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
+    memcpy(out + (off + lo) * es, res, (hi - lo) * es);
+  }
+  return qcclSuccess;
+}
+
+/* Phase 3 of the chunk at t->off: the other parts into recvbuff. */
+static qcclResult_t ar_copy_parts(ar_plan_t* t, size_t m) {
+  qcclComm_t comm = t->p.comm;
+  shm_t* s = comm->shm;
+  const coll_args_t* a = &t->p.a;
+  int w = comm->nranks, r = comm->rank;
+  size_t es = t->es, off = t->off;
+  char* out = a->recvbuff;
+  const char* peer_out[w];
+  for (int k = 1; k < w; k++) {
+    int j = (r + k) % w;
+    uintptr_t at;
+    QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_OUT, a->count * es, &peer_out[j]));
+    if (!shm_reg_peer_cma(s, j, t->g, SHM_REG_OUT, &at)) continue;
+    /* the results published single copy */
+    size_t jl, jh;
+    coll_part(m, w, j, &jl, &jh);
+    QCCL_CHECK(cma_read_from(s, j, at + (off + jl) * es, out + (off + jl) * es, (jh - jl) * es));
+    peer_out[j] = AR_CHUNK_DONE;
+  }
+  peer_out[r] = NULL;
+  ar_chunk_copy_results(s, t->g, out + off * es, m, es, t->stream, peer_out, off * es);
+  return qcclSuccess;
+}
+
+static qcclResult_t ar_progress(plan_t* p) {
+  ar_plan_t* t = (ar_plan_t*)p;
+  qcclComm_t comm = p->comm;
+  shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
+  int w = comm->nranks, r = comm->rank;
+  size_t es = t->es, per_chunk = t->per_chunk;
+  size_t m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk, lo, hi;
+  coll_part(m, w, r, &lo, &hi);
+  for (;;) {
+    switch (p->phase) {
+      case AR_START: {
+        if (w == 1) {
+          coll_copy(a->recvbuff, a->sendbuff, a->count * es);
+          return qcclSuccess;
+        }
+        t->in_pub = shm_reg_find(s, a->sendbuff, a->count * es, &t->in_reg);
+        t->out_pub = shm_reg_find(s, a->recvbuff, a->count * es, &t->out_reg);
+        /* single copy for plain buffers (cma.h): the block is one part of
+         * the first chunk, what a reader reads from one peer at once */
+        size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
+        int cma_ok = w <= CMA_ALLREDUCE_MAX_RANKS && a->count * es <= CMA_ALLREDUCE_MAX_BYTES &&
+                     first / (size_t)w >= CMA_ALLREDUCE_MIN_BLOCK;
+        t->in_cma =
+            !t->in_pub && cma_ok && cma_offer(s, a->sendbuff, first / (size_t)w, 0, &t->in_reg);
+        t->out_cma =
+            !t->out_pub && cma_ok && cma_offer(s, a->recvbuff, first / (size_t)w, 0, &t->out_reg);
+        t->scratch = NULL;
+        if (t->stream || t->nt) QCCL_CHECK(shm_scratch(s, &t->scratch));
+        t->peer_tmp = NULL;
+        t->off = 0;
+        p->phase = AR_CHUNK;
+        PLAN_FALLTHROUGH;
+      }
+      case AR_CHUNK:
+        if (t->off >= a->count) {
+          p->phase = AR_END;
+          break;
+        }
+        m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk;
+        coll_part(m, w, r, &lo, &hi);
+        t->g = shm_chunk_next(s);
+        p->phase = AR_FREE;
+        PLAN_FALLTHROUGH;
+      case AR_FREE:
+        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        shm_reg_publish(s, t->g, SHM_REG_IN, &t->in_reg);
+        shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
+        if (!t->in_pub && !t->in_cma)
+          ar_chunk_stage(s, t->g, (const char*)a->sendbuff + t->off * es, m, lo, hi, es, t->nt);
+        shm_post(s, 3 * t->g + 1);
+        p->phase = AR_STAGED;
+        PLAN_FALLTHROUGH;
+      case AR_STAGED:
+        PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
+        QCCL_CHECK(ar_reduce_part(t, m, lo, hi));
+        shm_post(s, 3 * t->g + 2);
+        p->phase = AR_REDUCED;
+        PLAN_FALLTHROUGH;
+      case AR_REDUCED:
+        PLAN_TEST(p, shm_test_all(s, 3 * t->g + 2));
+        QCCL_CHECK(ar_copy_parts(t, m));
+        shm_post(s, 3 * t->g + 3);
+        t->off += per_chunk;
+        p->phase = AR_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      case AR_END:
+        /* published buffers are read in place: they must outlive every
+         * reader */
+        if (t->in_pub || t->out_pub || t->in_cma || t->out_cma)
+          PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "allreduce: phase %d", p->phase);
+    }
+  }
+}
+
+static const plan_ops_t ar_ops = {"allreduce",    ar_progress, plan_shm_spin,
+                                  plan_shm_check, NULL,        NULL};
+
+qcclResult_t node_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  size_t es = dtype_size(a->datatype);
+  if (node_allreduce_oneshot_fits(comm, a->count * es))
+    return node_allreduce_oneshot_plan(comm, a, out);
+  QCCL_CHECK(plan_alloc(sizeof(ar_plan_t), &ar_ops, comm, a, out));
+  ar_plan_t* t = (ar_plan_t*)*out;
+  t->es = es;
+  t->per_chunk = comm->shm->chunk_bytes / es;
+  t->stream = a->count * es >= COPY_STREAM_MIN_TOTAL;
+  t->nt = shm_handoff_nt(comm->shm, a->count * es);
   return qcclSuccess;
 }

@@ -16,7 +16,7 @@
  * step, so the double buffering of shm_chunk_begin guards it the same
  * way: a rank overwrites the slot only after every peer has read it.
  *
- * Which calls take it (coll_allreduce_oneshot_fits): at most one slot, and
+ * Which calls take it (node_allreduce_oneshot_fits): at most one slot, and
  * at most allreduce_oneshot_default(W) bytes (or rank 0's
  * QCCL_ALLREDUCE_ONESHOT_BYTES), which falls with W since every rank reads
  * every input; the figures that set it are in docs/PERF.md ("Plain buffers
@@ -27,7 +27,7 @@
  */
 #include <string.h>
 
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 
@@ -37,7 +37,7 @@ static size_t allreduce_oneshot_default(int w) {
   return w <= 2 ? (size_t)32 << 10 : (size_t)1 << 10;
 }
 
-int coll_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes) {
+int node_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes) {
   shm_t* s = comm->shm;
   if (s == NULL || comm->nranks < 2 || bytes == 0 || bytes > s->chunk_bytes) return 0;
   size_t limit = comm->oneshot_bytes >= 0 ? (size_t)comm->oneshot_bytes
@@ -45,21 +45,49 @@ int coll_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes) {
   return bytes <= limit;
 }
 
-qcclResult_t coll_allreduce_oneshot(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  plan_t p;
+  uint64_t g;
+} oneshot_plan_t;
+
+enum { ONESHOT_START, ONESHOT_FREE, ONESHOT_STAGED };
+
+static qcclResult_t oneshot_progress(plan_t* p) {
+  oneshot_plan_t* t = (oneshot_plan_t*)p;
+  qcclComm_t comm = p->comm;
   shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank;
   size_t n = a->count * dtype_size(a->datatype);
-  uint64_t g;
-  QCCL_CHECK(shm_chunk_begin(s, &g));
-  memcpy(shm_slot(s, r, g), a->sendbuff, n);
-  coll_stats_shm(comm, n);
-  shm_post(s, 3 * g + 1);
-  QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
-  const void* srcs[w];
-  for (int j = 0; j < w; j++) srcs[j] = j == r ? a->sendbuff : shm_slot(s, j, g);
-  /* in place, recvbuff is srcs[r] at the same offsets, which the kernel
-   * allows */
-  reduce_kernel(a->recvbuff, srcs, w, a->count, a->datatype, a->op, w);
-  shm_post(s, 3 * g + 3); /* this rank read every slot of chunk g */
-  return qcclSuccess;
+  switch (p->phase) {
+    case ONESHOT_START:
+      t->g = shm_chunk_next(s);
+      p->phase = ONESHOT_FREE;
+      PLAN_FALLTHROUGH;
+    case ONESHOT_FREE:
+      PLAN_TEST(p, shm_test_chunk(s, t->g));
+      memcpy(shm_slot(s, r, t->g), a->sendbuff, n);
+      coll_stats_shm(comm, n);
+      shm_post(s, 3 * t->g + 1);
+      p->phase = ONESHOT_STAGED;
+      PLAN_FALLTHROUGH;
+    case ONESHOT_STAGED: {
+      PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
+      const void* srcs[w];
+      for (int j = 0; j < w; j++) srcs[j] = j == r ? a->sendbuff : shm_slot(s, j, t->g);
+      /* in place, recvbuff is srcs[r] at the same offsets, which the kernel
+       * allows */
+      reduce_kernel(a->recvbuff, srcs, w, a->count, a->datatype, a->op, w);
+      shm_post(s, 3 * t->g + 3); /* this rank read every slot of chunk g */
+      return qcclSuccess;
+    }
+  }
+  return QCCL_ERR(qcclInternalError, "allreduce (one handoff): phase %d", p->phase);
+}
+
+static const plan_ops_t oneshot_ops = {
+    "allreduce (one handoff)", oneshot_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+
+qcclResult_t node_allreduce_oneshot_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  return plan_alloc(sizeof(oneshot_plan_t), &oneshot_ops, comm, a, out);
 }

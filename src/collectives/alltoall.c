@@ -20,75 +20,140 @@
  * every rank is done. Each rank decides for its own buffer.
  *
  * In both, the own block goes straight from sendbuff to recvbuff.
+ *
+ * Plan: as AllGather's (allgather.c), piece by piece.
  */
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "collectives/shared_copy.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  plan_t p;
+  size_t bytes, piece; /* per peer; of a chunk per peer */
+  /* the call's */
+  shm_reg_t reg;
+  int mapped, direct, offered, k;
+  share_job_t job;
+  size_t off;
+  uint64_t g;
+} a2a_plan_t;
+
+enum { A2A_START, A2A_CHUNK, A2A_FREE, A2A_SHARE, A2A_SHARED, A2A_READ, A2A_END };
+
+static qcclResult_t a2a_progress(plan_t* p) {
+  a2a_plan_t* t = (a2a_plan_t*)p;
+  qcclComm_t comm = p->comm;
   shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank;
-  size_t bytes = a->count * dtype_size(a->datatype); /* per peer */
+  size_t bytes = t->bytes, piece = t->piece;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
-  if (w == 1) {
-    copy_out(out, in, bytes, stream);
-    return qcclSuccess;
-  }
-  size_t piece = s->chunk_bytes / (size_t)w;
-  /* qcclMemAlloc memory: the peers read their pieces where they are */
-  shm_reg_t reg;
-  int mapped = shm_reg_find(s, in, bytes * (size_t)w, &reg);
-  /* else, from CMA's threshold: the peers read their pieces single copy */
-  int direct = mapped || cma_offer(s, in, bytes, 0, &reg);
-  share_job_t job = {in, out, bytes, 1};
-  uint64_t g = 0;
-  for (size_t off = 0; off < bytes; off += piece) {
-    size_t m = bytes - off < piece ? bytes - off : piece;
-    QCCL_CHECK(shm_chunk_begin(s, &g));
-    char* slot = shm_slot(s, r, g);
-    shm_reg_publish(s, g, SHM_REG_IN, &reg);
-    int offered = off == 0 && share_offer(comm, g, &job, mapped);
-    if (!direct) {
-      for (int j = 0; j < w; j++)
-        if (j != r)
-          copy_out(slot + (size_t)j * m, in + (size_t)j * bytes + off, m,
-                   shm_handoff_nt(s, bytes * (size_t)w));
-    }
-    coll_stats_shm(comm, (size_t)(w - 1) * m);
-    shm_post(s, 3 * g + 1);
-    if (off == 0) {
-      int shared; /* the own block; all of it when every rank offered */
-      QCCL_CHECK(share_run(comm, g, &job, offered, &shared));
-      if (shared) {
+  size_t m = bytes - t->off < piece ? bytes - t->off : piece;
+  for (;;) {
+    switch (p->phase) {
+      case A2A_START:
+        if (w == 1) {
+          copy_out(out, in, bytes, stream);
+          return qcclSuccess;
+        }
+        /* qcclMemAlloc memory: the peers read their pieces where they are */
+        t->mapped = shm_reg_find(s, in, bytes * (size_t)w, &t->reg);
+        /* else, from CMA's threshold: the peers read their pieces single copy */
+        t->direct = t->mapped || cma_offer(s, in, bytes, 0, &t->reg);
+        t->job = (share_job_t){in, out, bytes, 1, 0};
+        t->off = 0;
+        p->phase = A2A_CHUNK;
+        PLAN_FALLTHROUGH;
+      case A2A_CHUNK:
+        if (t->off >= bytes) {
+          p->phase = A2A_END;
+          break;
+        }
+        m = bytes - t->off < piece ? bytes - t->off : piece;
+        t->g = shm_chunk_next(s);
+        p->phase = A2A_FREE;
+        PLAN_FALLTHROUGH;
+      case A2A_FREE: {
+        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        char* slot = shm_slot(s, r, t->g);
+        shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
+        t->offered = t->off == 0 && share_offer(comm, t->g, &t->job, t->mapped);
+        if (!t->direct) {
+          for (int j = 0; j < w; j++)
+            if (j != r)
+              copy_out(slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m,
+                       shm_handoff_nt(s, bytes * (size_t)w));
+        }
+        coll_stats_shm(comm, (size_t)(w - 1) * m);
+        shm_post(s, 3 * t->g + 1);
+        t->k = 1;
+        p->phase = A2A_READ;
+        if (t->off != 0) break;
+        /* the own block; all of it when every rank offered */
+        share_own(comm, &t->job, t->offered);
+        if (!t->offered) break;
+        p->phase = A2A_SHARE;
+        PLAN_FALLTHROUGH;
+      }
+      case A2A_SHARE: {
+        PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
+        int shared;
+        QCCL_CHECK(share_rest(comm, t->g, &t->job, &shared));
+        p->phase = A2A_READ;
+        if (!shared) break;
         coll_stats_shm(comm, (size_t)(w - 1) * (bytes - m));
+        p->phase = A2A_SHARED;
+        PLAN_FALLTHROUGH;
+      }
+      case A2A_SHARED:
+        PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;
-      }
+      case A2A_READ:
+        for (; t->k < w; t->k++) {
+          int j = (r + t->k) % w;
+          const char* src;
+          uintptr_t at;
+          PLAN_TEST(p, shm_test_rank(s, j, 3 * t->g + 1));
+          if (shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
+            /* single copy: the whole piece at once */
+            if (t->off == 0)
+              QCCL_CHECK(
+                  cma_read_from(s, j, at + (uintptr_t)r * bytes, out + (size_t)j * bytes, bytes));
+            continue;
+          }
+          QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes * (size_t)w, &src));
+          if (src == NULL)
+            copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + (size_t)r * m, m,
+                     stream);
+          else if (t->off == 0) /* read in place: the whole piece at once */
+            copy_out(out + (size_t)j * bytes, src + (size_t)r * bytes, bytes, stream);
+        }
+        shm_post(s, 3 * t->g + 3);
+        t->off += piece;
+        p->phase = A2A_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      case A2A_END:
+        /* sendbuff is read in place: it must outlive every reader */
+        if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "alltoall: phase %d", p->phase);
     }
-    for (int k = 1; k < w; k++) {
-      int j = (r + k) % w;
-      const char* src;
-      uintptr_t at;
-      QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      if (shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
-        /* single copy: the whole piece at once */
-        if (off == 0)
-          QCCL_CHECK(
-              cma_read_from(s, j, at + (uintptr_t)r * bytes, out + (size_t)j * bytes, bytes));
-        continue;
-      }
-      QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, bytes * (size_t)w, &src));
-      if (src == NULL)
-        copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g) + (size_t)r * m, m, stream);
-      else if (off == 0) /* read in place: the whole piece at once */
-        copy_out(out + (size_t)j * bytes, src + (size_t)r * bytes, bytes, stream);
-    }
-    shm_post(s, 3 * g + 3);
   }
-  /* sendbuff is read in place: it must outlive every reader */
-  if (direct) QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
+}
+
+static const plan_ops_t a2a_ops = {"alltoall",     a2a_progress, plan_shm_spin,
+                                   plan_shm_check, NULL,         NULL};
+
+qcclResult_t node_alltoall_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  QCCL_CHECK(plan_alloc(sizeof(a2a_plan_t), &a2a_ops, comm, a, out));
+  a2a_plan_t* t = (a2a_plan_t*)*out;
+  t->bytes = a->count * dtype_size(a->datatype);
+  t->piece = comm->nranks > 1 ? comm->shm->chunk_bytes / (size_t)comm->nranks : 1;
   return qcclSuccess;
 }

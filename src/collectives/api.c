@@ -18,14 +18,13 @@
 #include "core/dtype.h"
 #include "core/log.h"
 
-/* The entry points' names, for messages; coll_names drops the "qccl" (a
- * table, not a snprintf per call: formatting the name cost 10 % of a small
- * send's time) */
-static const char* const coll_fns[COLL_NUM_KINDS] = {
-    "qcclAllReduce",     "qcclBroadcast", "qcclReduce", "qcclAllGather",
-    "qcclReduceScatter", "qcclAlltoAll",  "qcclGather", "qcclScatter",
-    "qcclSend",          "qcclRecv",      "qcclBarrier"};
-#define coll_names(kind) (coll_fns[kind] + 4)
+/* The entry points' names, for messages (a table, not a snprintf per
+ * call: formatting the name cost 10 % of a small send's time) */
+const char* const coll_fns[COLL_NUM_KINDS] = {"qcclAllReduce", "qcclBroadcast",     "qcclReduce",
+                                              "qcclAllGather", "qcclReduceScatter", "qcclAlltoAll",
+                                              "qcclGather",    "qcclScatter",       "qcclSend",
+                                              "qcclRecv",      "qcclBarrier"};
+#define coll_names(kind) coll_kind_name(kind)
 
 /* Which buffers a kind needs (on every rank, or on the root only) and which
  * of root / peer / op it takes. Sizes are checked as count x nranks for all. */
@@ -177,118 +176,4 @@ qcclResult_t qcclRecv(void* recvbuff, size_t count, qcclDataType_t datatype, int
 qcclResult_t qcclBarrier(qcclComm_t comm, qcclStream_t stream) {
   coll_args_t a = {COLL_BARRIER, NULL, NULL, 0, qcclInt8, qcclSum, -1};
   return api_submit(comm, &a, stream);
-}
-
-/* Communicators that span hosts: two-level where the hosts hold equal
- * numbers of ranks (but Reduce of a narrow float, which its stages would
- * round twice), else the flat algorithms over point-to-point. QCCL_ALGO
- * overrides; an impossible choice is logged. */
-static int coll_pick_hier(qcclComm_t comm, const coll_args_t* a) {
-  int has_op = a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCESCATTER || a->kind == COLL_REDUCE;
-  int has_hier = has_op || a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST;
-  if (!has_hier) return 0;
-  /* narrow floats: AllReduce and ReduceScatter keep f32 between their
-   * stages; Reduce's node stage would round, so it stays flat */
-  int narrow = reduce_work_type(a->datatype) != a->datatype;
-  int can = comm->rail != NULL && !(narrow && a->kind == COLL_REDUCE);
-  int algo = comm->algo[a->kind];
-  if (algo == COLL_ALGO_HIER && !can)
-    QCCL_INFO(LOG_COLL, "QCCL_ALGO %s:hier is not possible here (%s): flat", coll_names(a->kind),
-              comm->rail ? "narrow float type" : "hosts hold different numbers of ranks");
-  int hier = can && algo != COLL_ALGO_FLAT;
-  QCCL_INFO(LOG_COLL, "%s of %zu x %s on %d ranks / %d hosts: %s", coll_names(a->kind), a->count,
-            dtype_name(a->datatype), comm->nranks, comm->nnodes, hier ? "hier" : "flat");
-  return hier;
-}
-
-static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
-  int hier = coll_pick_hier(comm, a);
-  switch (a->kind) {
-    case COLL_ALLREDUCE:
-      return hier ? hier_allreduce(comm, a) : flat_allreduce(comm, a);
-    case COLL_BROADCAST:
-      return hier ? hier_broadcast(comm, a) : flat_broadcast(comm, a);
-    case COLL_REDUCE:
-      return hier ? hier_reduce(comm, a) : flat_reduce(comm, a);
-    case COLL_ALLGATHER:
-      return hier ? hier_allgather(comm, a) : flat_allgather(comm, a);
-    case COLL_REDUCESCATTER:
-      return hier ? hier_reducescatter(comm, a) : flat_reducescatter(comm, a);
-    case COLL_ALLTOALL:
-      return flat_alltoall(comm, a);
-    case COLL_GATHER:
-      return flat_gather(comm, a);
-    case COLL_SCATTER:
-      return flat_scatter(comm, a);
-    case COLL_BARRIER:
-      return flat_barrier(comm);
-    default:
-      return QCCL_ERR(qcclInternalError, "coll_run: kind %d is not a collective", (int)a->kind);
-  }
-}
-
-static qcclResult_t coll_run_node(qcclComm_t comm, const coll_args_t* a) {
-  qcclResult_t r;
-  switch (a->kind) {
-    case COLL_ALLREDUCE:
-      r = coll_allreduce(comm, a);
-      break;
-    case COLL_BROADCAST:
-      r = coll_broadcast(comm, a);
-      break;
-    case COLL_REDUCE:
-      r = coll_reduce(comm, a);
-      break;
-    case COLL_ALLGATHER:
-      r = coll_allgather(comm, a);
-      break;
-    case COLL_REDUCESCATTER:
-      r = coll_reducescatter(comm, a);
-      break;
-    case COLL_ALLTOALL:
-      r = coll_alltoall(comm, a);
-      break;
-    case COLL_GATHER:
-      r = coll_gather(comm, a);
-      break;
-    case COLL_SCATTER:
-      r = coll_scatter(comm, a);
-      break;
-    case COLL_BARRIER:
-      r = coll_barrier(comm);
-      break;
-    default:
-      r = QCCL_ERR(qcclInternalError, "coll_run: kind %d is not a collective", (int)a->kind);
-  }
-  return r;
-}
-
-/* The counter slot of each kind. */
-static const int coll_stat_slot[COLL_NUM_KINDS] = {
-    [COLL_ALLREDUCE] = qcclStatAllReduce,
-    [COLL_BROADCAST] = qcclStatBroadcast,
-    [COLL_REDUCE] = qcclStatReduce,
-    [COLL_ALLGATHER] = qcclStatAllGather,
-    [COLL_REDUCESCATTER] = qcclStatReduceScatter,
-    [COLL_ALLTOALL] = qcclStatAlltoAll,
-    [COLL_GATHER] = qcclStatGather,
-    [COLL_SCATTER] = qcclStatScatter,
-    [COLL_SEND] = qcclStatSendRecv,
-    [COLL_RECV] = qcclStatSendRecv,
-    [COLL_BARRIER] = qcclStatBarrier,
-};
-
-int coll_stat_slot_of(coll_kind_t kind) {
-  return coll_stat_slot[kind];
-}
-
-qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
-  int prev = coll_stats_enter(comm, coll_stat_slot[a->kind]);
-  qcclResult_t r = qcclSuccess;
-  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
-   * be NULL) */
-  if (a->count > 0 || a->kind == COLL_BARRIER)
-    r = comm->nnodes > 1 ? coll_run_flat(comm, a) : coll_run_node(comm, a);
-  coll_stats_leave(comm, prev);
-  return comm_fail(comm, r);
 }

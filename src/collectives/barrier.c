@@ -3,14 +3,36 @@
  * arrived and waits until all have: one cache line written per rank and W
  * read, no data.
  */
-#include "collectives/coll.h"
+#include "collectives/node.h"
 
-qcclResult_t coll_barrier(qcclComm_t comm) {
-  shm_t* s = comm->shm;
-  if (comm->nranks == 1) return qcclSuccess;
-  uint64_t g = s->chunk_seq++;
-  shm_post(s, 3 * g + 1);
-  QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
-  shm_post(s, 3 * g + 3);
-  return qcclSuccess;
+typedef struct {
+  plan_t p;
+  uint64_t g;
+} barrier_plan_t;
+
+enum { BARRIER_START, BARRIER_ARRIVED };
+
+static qcclResult_t barrier_progress(plan_t* p) {
+  barrier_plan_t* t = (barrier_plan_t*)p;
+  shm_t* s = p->comm->shm;
+  switch (p->phase) {
+    case BARRIER_START:
+      if (p->comm->nranks == 1) return qcclSuccess;
+      t->g = s->chunk_seq++;
+      shm_post(s, 3 * t->g + 1);
+      p->phase = BARRIER_ARRIVED;
+      PLAN_FALLTHROUGH;
+    case BARRIER_ARRIVED:
+      PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
+      shm_post(s, 3 * t->g + 3);
+      return qcclSuccess;
+  }
+  return QCCL_ERR(qcclInternalError, "barrier: phase %d", p->phase);
+}
+
+static const plan_ops_t barrier_ops = {
+    "barrier", barrier_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+
+qcclResult_t node_barrier_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  return plan_alloc(sizeof(barrier_plan_t), &barrier_ops, comm, a, out);
 }

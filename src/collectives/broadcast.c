@@ -5,7 +5,7 @@
  * it out once. The root runs up to two chunks ahead (double buffering), so
  * staging and reading overlap; it returns as soon as it has staged the last
  * chunk, and each other rank once it has read it (the slots are reused only
- * after every rank has read them: shm_chunk_begin). Bytes: the root writes
+ * after every rank has read them: shm_test_chunk). Bytes: the root writes
  * the buffer once, each other rank reads it once.
  *
  * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory, in
@@ -17,53 +17,117 @@
  * posted the last chunk (its buffer must outlive the reads). The chunk
  * sequence is the same either way; the others follow what the root
  * published.
+ *
+ * Plan: per chunk, the root waits for its slot to be free, a reader for
+ * the root's chunk to be staged; then the single-copy root waits for all.
  */
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  plan_t p;
+  size_t bytes;
+  /* the call's */
+  shm_reg_t reg;
+  int cma, have_all;
+  size_t off, chunks;
+  uint64_t g;
+} bcast_plan_t;
+
+enum { BCAST_START, BCAST_CHUNK, BCAST_ROOT_FREE, BCAST_STAGED, BCAST_END };
+
+/* Bytes of the chunk at t->off. */
+static size_t bcast_len(const bcast_plan_t* t, const shm_t* s) {
+  return t->bytes - t->off < s->chunk_bytes ? t->bytes - t->off : s->chunk_bytes;
+}
+
+static qcclResult_t bcast_progress(plan_t* p) {
+  bcast_plan_t* t = (bcast_plan_t*)p;
+  qcclComm_t comm = p->comm;
   shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
   int r = comm->rank, root = a->root;
-  size_t es = dtype_size(a->datatype);
-  size_t bytes = a->count * es;
-  if (r == root) coll_copy(a->recvbuff, a->sendbuff, bytes);
-  if (comm->nranks == 1) return qcclSuccess;
-  const char* in = a->sendbuff;
-  char* out = a->recvbuff;
-  /* always published (id 0: staged), so that no reader follows an older
-   * call's address */
-  shm_reg_t reg = {0, 0, -1}, mapped;
-  int cma = r == root && comm->nranks <= CMA_BROADCAST_MAX_RANKS &&
-            bytes >= CMA_BROADCAST_MIN_BYTES && !shm_reg_find(s, in, bytes, &mapped) &&
-            cma_offer(s, in, bytes, CMA_BROADCAST_MAX_BYTES, &reg);
-  int have_all = 0; /* a reader that read everything single copy */
-  size_t chunks = 0;
-  for (size_t off = 0; off < bytes; off += s->chunk_bytes, chunks++) {
-    size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
-    uint64_t g;
-    if (r == root) {
-      QCCL_CHECK(shm_chunk_begin(s, &g));
-      shm_reg_publish(s, g, SHM_REG_IN, &reg);
-      if (!cma) memcpy(shm_slot(s, root, g), in + off, m);
-      coll_stats_shm(comm, m);
-      shm_post(s, 3 * g + 3);
-    } else {
-      g = s->chunk_seq++;
-      QCCL_CHECK(shm_wait_rank(s, root, 3 * g + 1));
-      uintptr_t at;
-      if (!have_all && shm_reg_peer_cma(s, root, g, SHM_REG_IN, &at)) {
-        QCCL_CHECK(cma_read_from(s, root, at, out, bytes));
-        have_all = 1;
+  for (;;) {
+    switch (p->phase) {
+      case BCAST_START: {
+        if (r == root) coll_copy(a->recvbuff, a->sendbuff, t->bytes);
+        if (comm->nranks == 1) return qcclSuccess;
+        /* always published (id 0: staged), so that no reader follows an
+         * older call's address */
+        shm_reg_t mapped;
+        t->reg = (shm_reg_t){0, 0, -1};
+        t->cma = r == root && comm->nranks <= CMA_BROADCAST_MAX_RANKS &&
+                 t->bytes >= CMA_BROADCAST_MIN_BYTES &&
+                 !shm_reg_find(s, a->sendbuff, t->bytes, &mapped) &&
+                 cma_offer(s, a->sendbuff, t->bytes, CMA_BROADCAST_MAX_BYTES, &t->reg);
+        t->have_all = 0; /* a reader that read everything single copy */
+        t->off = t->chunks = 0;
+        p->phase = BCAST_CHUNK;
+        break;
       }
-      if (!have_all) copy_out(out + off, shm_slot(s, root, g), m, bytes >= COPY_STREAM_MIN_TOTAL);
-      shm_post(s, 3 * g + 3);
+      case BCAST_CHUNK:
+        if (t->off >= t->bytes) {
+          p->phase = BCAST_END;
+          break;
+        }
+        if (r == root) {
+          t->g = shm_chunk_next(s);
+          p->phase = BCAST_ROOT_FREE;
+        } else {
+          t->g = s->chunk_seq++;
+          p->phase = BCAST_STAGED;
+        }
+        break;
+      case BCAST_ROOT_FREE: {
+        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        size_t m = bcast_len(t, s);
+        shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
+        if (!t->cma) memcpy(shm_slot(s, root, t->g), (const char*)a->sendbuff + t->off, m);
+        coll_stats_shm(comm, m);
+        shm_post(s, 3 * t->g + 3);
+        t->off += s->chunk_bytes;
+        t->chunks++;
+        p->phase = BCAST_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      }
+      case BCAST_STAGED: {
+        PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
+        size_t m = bcast_len(t, s);
+        uintptr_t at;
+        if (!t->have_all && shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at)) {
+          QCCL_CHECK(cma_read_from(s, root, at, a->recvbuff, t->bytes));
+          t->have_all = 1;
+        }
+        if (!t->have_all)
+          copy_out((char*)a->recvbuff + t->off, shm_slot(s, root, t->g), m,
+                   t->bytes >= COPY_STREAM_MIN_TOTAL);
+        shm_post(s, 3 * t->g + 3);
+        t->off += s->chunk_bytes;
+        t->chunks++;
+        p->phase = BCAST_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      }
+      case BCAST_END:
+        /* only a buffer read in place must outlive its readers; a staged
+         * slot is guarded by the next call's chunk test, so no rank waits
+         * for the others at the end (MPI's eager broadcast) */
+        if (r == root && t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "broadcast: phase %d", p->phase);
     }
   }
-  /* only a buffer read in place must outlive its readers; a staged slot is
-   * guarded by the next call's shm_chunk_begin, so no rank waits for the
-   * others at the end (MPI's eager broadcast) */
-  if (r == root && cma) return coll_rooted_end(s, chunks);
+}
+
+static const plan_ops_t bcast_ops = {"broadcast",    bcast_progress, plan_shm_spin,
+                                     plan_shm_check, NULL,           NULL};
+
+qcclResult_t node_broadcast_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  QCCL_CHECK(plan_alloc(sizeof(bcast_plan_t), &bcast_ops, comm, a, out));
+  ((bcast_plan_t*)*out)->bytes = a->count * dtype_size(a->datatype);
   return qcclSuccess;
 }

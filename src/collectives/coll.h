@@ -24,6 +24,7 @@
 #define COMM_MAGIC 0x4d4d4f43u /* "COMM" */
 #define COMM_DEAD 0xdeadc0deu
 #define COMM_MAX_LANES 4 /* QCCL_LANES at most */
+#define COMM_PLANS 16    /* plans kept per communicator (plan.h) */
 
 typedef enum {
   COLL_ALLREDUCE,
@@ -39,6 +40,13 @@ typedef enum {
   COLL_BARRIER,
   COLL_NUM_KINDS
 } coll_kind_t;
+
+/* The entry point of each kind ("qcclAllReduce", ...; api.c), and the
+ * kind's name without "qccl", for messages. */
+extern const char* const coll_fns[COLL_NUM_KINDS];
+static inline const char* coll_kind_name(coll_kind_t kind) {
+  return coll_fns[kind] + 4;
+}
 
 /* Algorithm choices for QCCL_ALGO. */
 enum { COLL_ALGO_AUTO = 0, COLL_ALGO_FLAT = 1, COLL_ALGO_HIER = 2 };
@@ -147,6 +155,10 @@ struct qcclComm {
   _Atomic int rail_busy; /* the two-level pipeline's rail stage runs on rail_stream */
   char fail_reason[QCCL_LAST_ERROR_BYTES]; /* the message of the call that failed it */
   struct stream* rail_stream; /* the two-level pipeline's network stages (hier_pipe.c) */
+  /* the plans of this communicator's recent calls (plan.c), and the clock
+   * of their use */
+  struct plan* plans[COMM_PLANS];
+  uint64_t plans_clock;
 };
 
 /* QCCL_CHECK (agree.c): checks that every rank of the node makes the same
@@ -297,20 +309,9 @@ qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a);
  * progressing all until every one is complete. */
 qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n);
 
-/* The algorithms. */
-qcclResult_t coll_allreduce(qcclComm_t comm, const coll_args_t* a);
-/* A small AllReduce on one host in one handoff (allreduce_oneshot.c), for
- * the calls coll_allreduce_oneshot_fits (the same on every rank). */
-int coll_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes);
-qcclResult_t coll_allreduce_oneshot(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_broadcast(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_allgather(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_reducescatter(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_alltoall(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t coll_barrier(qcclComm_t comm);
+/* Runs a validated call on a communicator of one host with the node's
+ * algorithm (select.c; no counting, no failure recorded). */
+qcclResult_t node_run(qcclComm_t comm, const coll_args_t* a);
 
 /* Element range [*lo, *hi) of part `part` when n elements are cut into
  * nparts nearly equal parts (the first n % nparts get one more). */

@@ -22,6 +22,7 @@
 #include "collectives/comm_init.h"
 #include "collectives/comm_topo.h"
 #include "collectives/engine.h"
+#include "collectives/plan.h"
 #include "core/stream.h"
 #include "core/env.h"
 #include "core/launch.h"
@@ -100,6 +101,7 @@ qcclResult_t qcclGetUniqueId(qcclUniqueId* uniqueId) {
 
 /* Frees whatever of c exists (also a half-built one). */
 static void comm_free_parts(qcclComm_t c, int abort) {
+  plan_cache_free(c);
   for (int k = 1; k < COMM_MAX_LANES; k++)
     if (c->lane[k]) {
       c->lane[k]->magic = COMM_DEAD;

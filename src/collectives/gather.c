@@ -4,7 +4,7 @@
  * Staged: as AllGather, but only the root reads: every rank stages its
  * chunk, the root copies each peer's piece out as soon as it is staged.
  * Non-root ranks run up to two chunks ahead and return once they have
- * posted their last chunk (the next call's shm_chunk_begin guards their
+ * posted their last chunk (the next call's chunk test guards their
  * slots); the root returns once it has read every chunk.
  *
  * Single copy (cma.h): a rank whose sendbuff is not qcclMemAlloc memory,
@@ -14,55 +14,116 @@
  * every byte instead of two). Each rank decides for its own buffer; the
  * root follows what each published. A rank that offered its buffer returns
  * only once all have posted the last chunk, so it outlives its reader.
+ *
+ * Plan: per chunk every rank waits for its slot to be free; the root then
+ * waits for each peer's piece in turn (k: the next peer to read).
  */
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-qcclResult_t coll_gather(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  plan_t p;
+  size_t bytes;
+  /* the call's */
+  shm_reg_t reg;
+  int cma, k;
+  size_t off, chunks;
+  uint64_t g;
+} gather_plan_t;
+
+enum { GATHER_START, GATHER_CHUNK, GATHER_FREE, GATHER_READ, GATHER_END };
+
+static qcclResult_t gather_progress(plan_t* p) {
+  gather_plan_t* t = (gather_plan_t*)p;
+  qcclComm_t comm = p->comm;
   shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank, root = a->root;
-  size_t bytes = a->count * dtype_size(a->datatype);
+  size_t bytes = t->bytes;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  if (r == root) coll_copy(out + (size_t)root * bytes, in, bytes);
-  if (w == 1) return qcclSuccess;
-  /* always published (id 0: staged), so that the root never follows an
-   * older call's address */
-  shm_reg_t reg = {0, 0, -1}, mapped;
-  int cma = r != root && cma_gather_use(s, bytes) && !shm_reg_find(s, in, bytes, &mapped) &&
-            cma_offer(s, in, bytes, 0, &reg);
-  size_t chunks = 0;
-  for (size_t off = 0; off < bytes; off += s->chunk_bytes, chunks++) {
-    size_t m = bytes - off < s->chunk_bytes ? bytes - off : s->chunk_bytes;
-    uint64_t g;
-    QCCL_CHECK(shm_chunk_begin(s, &g));
-    if (r != root) {
-      shm_reg_publish(s, g, SHM_REG_IN, &reg);
-      if (!cma) memcpy(shm_slot(s, r, g), in + off, m);
-      coll_stats_shm(comm, m);
-      shm_post(s, 3 * g + 3);
-      continue;
-    }
-    shm_post(s, 3 * g + 1);
-    for (int k = 1; k < w; k++) {
-      int j = (r + k) % w;
-      QCCL_CHECK(shm_wait_rank(s, j, 3 * g + 1));
-      uintptr_t at;
-      if (shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
-        /* single copy: the whole block at the first chunk */
-        if (off == 0) QCCL_CHECK(cma_read_from(s, j, at, out + (size_t)j * bytes, bytes));
-        continue;
+  for (;;) {
+    switch (p->phase) {
+      case GATHER_START: {
+        if (r == root) coll_copy(out + (size_t)root * bytes, in, bytes);
+        if (w == 1) return qcclSuccess;
+        /* always published (id 0: staged), so that the root never follows
+         * an older call's address */
+        shm_reg_t mapped;
+        t->reg = (shm_reg_t){0, 0, -1};
+        t->cma = r != root && cma_gather_use(s, bytes) && !shm_reg_find(s, in, bytes, &mapped) &&
+                 cma_offer(s, in, bytes, 0, &t->reg);
+        t->off = t->chunks = 0;
+        p->phase = GATHER_CHUNK;
+        break;
       }
-      copy_out(out + (size_t)j * bytes + off, shm_slot(s, j, g), m,
-               bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
+      case GATHER_CHUNK:
+        if (t->off >= bytes) {
+          p->phase = GATHER_END;
+          break;
+        }
+        t->g = shm_chunk_next(s);
+        p->phase = GATHER_FREE;
+        PLAN_FALLTHROUGH;
+      case GATHER_FREE: {
+        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+        if (r != root) {
+          shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
+          if (!t->cma) memcpy(shm_slot(s, r, t->g), in + t->off, m);
+          coll_stats_shm(comm, m);
+          shm_post(s, 3 * t->g + 3);
+          t->off += s->chunk_bytes;
+          t->chunks++;
+          p->phase = GATHER_CHUNK;
+          if (p->yield) return qcclInProgress;
+          break;
+        }
+        shm_post(s, 3 * t->g + 1);
+        t->k = 1;
+        p->phase = GATHER_READ;
+        PLAN_FALLTHROUGH;
+      }
+      case GATHER_READ: {
+        size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+        for (; t->k < w; t->k++) {
+          int j = (r + t->k) % w;
+          PLAN_TEST(p, shm_test_rank(s, j, 3 * t->g + 1));
+          uintptr_t at;
+          if (shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
+            /* single copy: the whole block at the first chunk */
+            if (t->off == 0) QCCL_CHECK(cma_read_from(s, j, at, out + (size_t)j * bytes, bytes));
+            continue;
+          }
+          copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g), m,
+                   bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
+        }
+        shm_post(s, 3 * t->g + 3);
+        t->off += s->chunk_bytes;
+        t->chunks++;
+        p->phase = GATHER_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      }
+      case GATHER_END:
+        /* a staged rank is done once it has posted (its slot is guarded by
+         * the next call's chunk test); a buffer read single copy must
+         * outlive the root's read */
+        if (r == root || t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "gather: phase %d", p->phase);
     }
-    shm_post(s, 3 * g + 3);
   }
-  /* a staged rank is done once it has posted (its slot is guarded by the
-   * next call's shm_chunk_begin); a buffer read single copy must outlive
-   * the root's read */
-  if (r != root && !cma) return qcclSuccess;
-  return coll_rooted_end(s, chunks);
+}
+
+static const plan_ops_t gather_ops = {
+    "gather", gather_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+
+qcclResult_t node_gather_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  QCCL_CHECK(plan_alloc(sizeof(gather_plan_t), &gather_ops, comm, a, out));
+  ((gather_plan_t*)*out)->bytes = a->count * dtype_size(a->datatype);
+  return qcclSuccess;
 }

@@ -26,7 +26,7 @@ qcclResult_t hier_broadcast(qcclComm_t comm, const coll_args_t* a) {
     QCCL_CHECK(flat_broadcast(comm->rail, &rail));
   }
   coll_args_t node = {COLL_BROADCAST, a->recvbuff, a->recvbuff, a->count, a->datatype, qcclSum, lr};
-  return coll_broadcast(comm->node, &node);
+  return node_run(comm->node, &node);
 }
 
 qcclResult_t hier_reduce(qcclComm_t comm, const coll_args_t* a) {
@@ -35,7 +35,7 @@ qcclResult_t hier_reduce(qcclComm_t comm, const coll_args_t* a) {
   void* partial = NULL;
   QCCL_CHECK(comm_scratch(comm, 0, a->count * dtype_size(a->datatype), &partial));
   coll_args_t node = {COLL_REDUCE, a->sendbuff, partial, a->count, a->datatype, op, lr};
-  QCCL_CHECK(coll_reduce(comm->node, &node));
+  QCCL_CHECK(node_run(comm->node, &node));
   if (comm->node->rank != lr) return qcclSuccess;
   coll_args_t rail = {COLL_REDUCE, partial, a->recvbuff,           a->count,
                       a->datatype, op,      comm->node_of[a->root]};

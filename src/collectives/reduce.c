@@ -18,80 +18,141 @@
  * until then).
  * Each rank decides for its own buffer; readers follow what each
  * published.
+ *
+ * Plan: per chunk, wait for the slot (free), for every rank's stage
+ * (staged), and at the root for every part (reduced).
  */
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-qcclResult_t coll_reduce(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  plan_t p;
+  size_t es, per_chunk;
+  /* the call's */
+  shm_reg_t reg;
+  int cma;
+  char* peer_tmp;
+  size_t off, chunks;
+  uint64_t g;
+} reduce_plan_t;
+
+enum { REDUCE_START, REDUCE_CHUNK, REDUCE_FREE, REDUCE_STAGED, REDUCE_REDUCED, REDUCE_END };
+
+static qcclResult_t reduce_progress(plan_t* p) {
+  reduce_plan_t* t = (reduce_plan_t*)p;
+  qcclComm_t comm = p->comm;
   shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank, root = a->root;
-  size_t es = dtype_size(a->datatype);
+  size_t es = t->es, per_chunk = t->per_chunk;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  if (w == 1) {
-    coll_copy(out, in, a->count * es);
-    return qcclSuccess;
-  }
-  size_t per_chunk = s->chunk_bytes / es;
-  /* single copy: the block is a part of the first chunk */
-  size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
-  shm_reg_t reg = {0, 0, -1}, mapped;
-  int cma = cma_reduce_use(s, w, a->count * es, first / (size_t)w) &&
-            !shm_reg_find(s, in, a->count * es, &mapped) &&
-            cma_offer(s, in, first / (size_t)w, 0, &reg);
-  char* peer_tmp = NULL;
-  const void* srcs[w];
-  size_t chunks = 0;
-  for (size_t off = 0; off < a->count; off += per_chunk) {
-    size_t m = a->count - off < per_chunk ? a->count - off : per_chunk;
-    uint64_t g;
-    QCCL_CHECK(shm_chunk_begin(s, &g));
-    shm_reg_publish(s, g, SHM_REG_IN, &reg);
-    size_t lo, hi;
-    coll_part(m, w, r, &lo, &hi);
-    if (!cma) { /* all but the own part, which only this rank reads */
-      memcpy(shm_slot(s, r, g), in + off * es, lo * es);
-      memcpy(shm_slot(s, r, g) + hi * es, in + (off + hi) * es, (m - hi) * es);
-    }
-    shm_post(s, 3 * g + 1);
-    QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
-    for (int j = 0; j < w; j++) {
-      uintptr_t at;
-      if (j != r && shm_reg_peer_cma(s, j, g, SHM_REG_IN, &at)) {
-        if (peer_tmp == NULL)
-          QCCL_CHECK(comm_scratch(comm, 0, (per_chunk / (size_t)w + 1) * es, (void**)&peer_tmp));
-        QCCL_CHECK(cma_read_from(s, j, at + (off + lo) * es, peer_tmp, (hi - lo) * es));
-        srcs[j] = peer_tmp;
-      } else {
-        srcs[j] = j == r ? in + (off + lo) * es : shm_slot(s, j, g) + lo * es;
+  size_t m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk, lo, hi;
+  coll_part(m, w, r, &lo, &hi);
+  for (;;) {
+    switch (p->phase) {
+      case REDUCE_START: {
+        if (w == 1) {
+          coll_copy(out, in, a->count * es);
+          return qcclSuccess;
+        }
+        /* single copy: the block is a part of the first chunk */
+        size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
+        shm_reg_t mapped;
+        t->reg = (shm_reg_t){0, 0, -1};
+        t->cma = cma_reduce_use(s, w, a->count * es, first / (size_t)w) &&
+                 !shm_reg_find(s, in, a->count * es, &mapped) &&
+                 cma_offer(s, in, first / (size_t)w, 0, &t->reg);
+        t->peer_tmp = NULL;
+        t->off = t->chunks = 0;
+        p->phase = REDUCE_CHUNK;
+        PLAN_FALLTHROUGH;
       }
-    }
-    /* the root's own part straight into recvbuff (in place, it is srcs[r]
-     * at the same offsets, which the kernel allows) */
-    char* dst = r == root ? out + (off + lo) * es : shm_result(s, r, g);
-    reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
-    /* the others read its slot but its own part, and root its result */
-    coll_stats_shm(comm, (m - (hi - lo) + (r != root ? hi - lo : 0)) * es);
-    shm_post(s, 3 * g + 2);
-    if (r == root) {
-      QCCL_CHECK(shm_wait_all(s, 3 * g + 2));
-      for (int j = 0; j < w; j++) {
-        if (j == r) continue;
-        coll_part(m, w, j, &lo, &hi);
-        copy_out(out + (off + lo) * es, shm_result(s, j, g), (hi - lo) * es,
-                 a->count * es >= COPY_STREAM_MIN_TOTAL);
+      case REDUCE_CHUNK:
+        if (t->off >= a->count) {
+          p->phase = REDUCE_END;
+          break;
+        }
+        m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk;
+        coll_part(m, w, r, &lo, &hi);
+        t->g = shm_chunk_next(s);
+        p->phase = REDUCE_FREE;
+        PLAN_FALLTHROUGH;
+      case REDUCE_FREE:
+        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
+        if (!t->cma) { /* all but the own part, which only this rank reads */
+          memcpy(shm_slot(s, r, t->g), in + t->off * es, lo * es);
+          memcpy(shm_slot(s, r, t->g) + hi * es, in + (t->off + hi) * es, (m - hi) * es);
+        }
+        shm_post(s, 3 * t->g + 1);
+        p->phase = REDUCE_STAGED;
+        PLAN_FALLTHROUGH;
+      case REDUCE_STAGED: {
+        PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
+        const void* srcs[w];
+        for (int j = 0; j < w; j++) {
+          uintptr_t at;
+          if (j != r && shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
+            if (t->peer_tmp == NULL)
+              QCCL_CHECK(
+                  comm_scratch(comm, 0, (per_chunk / (size_t)w + 1) * es, (void**)&t->peer_tmp));
+            QCCL_CHECK(cma_read_from(s, j, at + (t->off + lo) * es, t->peer_tmp, (hi - lo) * es));
+            srcs[j] = t->peer_tmp;
+          } else {
+            srcs[j] = j == r ? in + (t->off + lo) * es : shm_slot(s, j, t->g) + lo * es;
+          }
+        }
+        /* the root's own part straight into recvbuff (in place, it is
+         * srcs[r] at the same offsets, which the kernel allows) */
+        char* dst = r == root ? out + (t->off + lo) * es : shm_result(s, r, t->g);
+        reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
+        /* the others read its slot but its own part, and root its result */
+        coll_stats_shm(comm, (m - (hi - lo) + (r != root ? hi - lo : 0)) * es);
+        shm_post(s, 3 * t->g + 2);
+        p->phase = REDUCE_REDUCED;
+        PLAN_FALLTHROUGH;
       }
+      case REDUCE_REDUCED:
+        if (r == root) {
+          PLAN_TEST(p, shm_test_all(s, 3 * t->g + 2));
+          for (int j = 0; j < w; j++) {
+            if (j == r) continue;
+            size_t jl, jh;
+            coll_part(m, w, j, &jl, &jh);
+            copy_out(out + (t->off + jl) * es, shm_result(s, j, t->g), (jh - jl) * es,
+                     a->count * es >= COPY_STREAM_MIN_TOTAL);
+          }
+        }
+        shm_post(s, 3 * t->g + 3);
+        t->chunks++;
+        t->off += per_chunk;
+        p->phase = REDUCE_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      case REDUCE_END:
+        /* only the root waits for every rank at the end: the others are
+         * done once their parts are posted, their slots and result areas
+         * being guarded by the next call's chunk test (MPI's eager reduce);
+         * a buffer read single copy must outlive its reader */
+        if (r == root || t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "reduce: phase %d", p->phase);
     }
-    shm_post(s, 3 * g + 3);
-    chunks++;
   }
-  /* only the root waits for every rank at the end: the others are done once
-   * their parts are posted, their slots and result areas being guarded by
-   * the next call's shm_chunk_begin (MPI's eager reduce); a buffer read
-   * single copy must outlive its reader */
-  if (r != root && !cma) return qcclSuccess;
-  return coll_rooted_end(s, chunks);
+}
+
+static const plan_ops_t reduce_ops = {
+    "reduce", reduce_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+
+qcclResult_t node_reduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  QCCL_CHECK(plan_alloc(sizeof(reduce_plan_t), &reduce_ops, comm, a, out));
+  reduce_plan_t* t = (reduce_plan_t*)*out;
+  t->es = dtype_size(a->datatype);
+  t->per_chunk = comm->shm->chunk_bytes / t->es;
+  return qcclSuccess;
 }

@@ -13,58 +13,120 @@
  * once, where staged the root copies every block alone) and only keeps
  * step at the later ones; that root returns only once every rank has
  * posted the last chunk, so its buffer outlives the reads. Otherwise no
- * rank waits for the others at the end (the next call's shm_chunk_begin
+ * rank waits for the others at the end (the next call's chunk test
  * guards the slots).
+ *
+ * Plan: per chunk the root waits for its slot to be free, a reader for
+ * the root's chunk to be staged; then the single-copy root waits for all.
  */
-#include "collectives/coll.h"
+#include "collectives/node.h"
 #include "core/dtype.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-qcclResult_t coll_scatter(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  plan_t p;
+  size_t bytes, piece;
+  /* the call's */
+  shm_reg_t reg;
+  int cma, have_all;
+  size_t off, chunks;
+  uint64_t g;
+} scatter_plan_t;
+
+enum { SCATTER_START, SCATTER_CHUNK, SCATTER_ROOT_FREE, SCATTER_STAGED, SCATTER_END };
+
+static qcclResult_t scatter_progress(plan_t* p) {
+  scatter_plan_t* t = (scatter_plan_t*)p;
+  qcclComm_t comm = p->comm;
   shm_t* s = comm->shm;
+  const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank, root = a->root;
-  size_t bytes = a->count * dtype_size(a->datatype);
+  size_t bytes = t->bytes;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  if (r == root) coll_copy(out, in + (size_t)root * bytes, bytes);
-  if (w == 1) return qcclSuccess;
-  /* always published (id 0: staged), so that no reader follows an older
-   * call's address */
-  shm_reg_t reg = {0, 0, -1}, mapped;
-  int cma = r == root && cma_scatter_use(s, w, bytes) &&
-            !shm_reg_find(s, in, bytes * (size_t)w, &mapped) && cma_offer(s, in, bytes, 0, &reg);
-  int have_all = 0; /* a reader that read its block single copy */
-  size_t piece = s->chunk_bytes / (size_t)w;
-  size_t chunks = 0;
-  for (size_t off = 0; off < bytes; off += piece, chunks++) {
-    size_t m = bytes - off < piece ? bytes - off : piece;
-    uint64_t g;
-    if (r == root) {
-      QCCL_CHECK(shm_chunk_begin(s, &g));
-      shm_reg_publish(s, g, SHM_REG_IN, &reg);
-      char* slot = shm_slot(s, root, g);
-      for (int j = 0; j < w && !cma; j++)
-        if (j != root) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + off, m);
-      coll_stats_shm(comm, (size_t)(w - 1) * m);
-      shm_post(s, 3 * g + 3);
-    } else {
-      g = s->chunk_seq++;
-      QCCL_CHECK(shm_wait_rank(s, root, 3 * g + 1));
-      uintptr_t at;
-      if (!have_all && shm_reg_peer_cma(s, root, g, SHM_REG_IN, &at)) {
-        QCCL_CHECK(cma_read_from(s, root, at + (uintptr_t)r * bytes, out, bytes));
-        have_all = 1;
+  for (;;) {
+    switch (p->phase) {
+      case SCATTER_START: {
+        if (r == root) coll_copy(out, in + (size_t)root * bytes, bytes);
+        if (w == 1) return qcclSuccess;
+        /* always published (id 0: staged), so that no reader follows an
+         * older call's address */
+        shm_reg_t mapped;
+        t->reg = (shm_reg_t){0, 0, -1};
+        t->cma = r == root && cma_scatter_use(s, w, bytes) &&
+                 !shm_reg_find(s, in, bytes * (size_t)w, &mapped) &&
+                 cma_offer(s, in, bytes, 0, &t->reg);
+        t->have_all = 0; /* a reader that read its block single copy */
+        t->off = t->chunks = 0;
+        p->phase = SCATTER_CHUNK;
+        break;
       }
-      if (!have_all)
-        copy_out(out + off, shm_slot(s, root, g) + (size_t)r * m, m,
-                 bytes >= COPY_STREAM_MIN_TOTAL);
-      shm_post(s, 3 * g + 3);
+      case SCATTER_CHUNK:
+        if (t->off >= bytes) {
+          p->phase = SCATTER_END;
+          break;
+        }
+        if (r == root) {
+          t->g = shm_chunk_next(s);
+          p->phase = SCATTER_ROOT_FREE;
+        } else {
+          t->g = s->chunk_seq++;
+          p->phase = SCATTER_STAGED;
+        }
+        break;
+      case SCATTER_ROOT_FREE: {
+        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        size_t m = bytes - t->off < t->piece ? bytes - t->off : t->piece;
+        shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
+        char* slot = shm_slot(s, root, t->g);
+        for (int j = 0; j < w && !t->cma; j++)
+          if (j != root) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m);
+        coll_stats_shm(comm, (size_t)(w - 1) * m);
+        shm_post(s, 3 * t->g + 3);
+        t->off += t->piece;
+        t->chunks++;
+        p->phase = SCATTER_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      }
+      case SCATTER_STAGED: {
+        PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
+        size_t m = bytes - t->off < t->piece ? bytes - t->off : t->piece;
+        uintptr_t at;
+        if (!t->have_all && shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at)) {
+          QCCL_CHECK(cma_read_from(s, root, at + (uintptr_t)r * bytes, out, bytes));
+          t->have_all = 1;
+        }
+        if (!t->have_all)
+          copy_out(out + t->off, shm_slot(s, root, t->g) + (size_t)r * m, m,
+                   bytes >= COPY_STREAM_MIN_TOTAL);
+        shm_post(s, 3 * t->g + 3);
+        t->off += t->piece;
+        t->chunks++;
+        p->phase = SCATTER_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
+      }
+      case SCATTER_END:
+        /* only a root read single copy waits for its readers: a staged
+         * slot is guarded by the next call's chunk test, and a reader is
+         * done once it has its block */
+        if (t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "scatter: phase %d", p->phase);
     }
   }
-  /* only a root read single copy waits for its readers: a staged slot is
-   * guarded by the next call's shm_chunk_begin, and a reader is done once
-   * it has its block */
-  if (!cma) return qcclSuccess;
-  return coll_rooted_end(s, chunks);
+}
+
+static const plan_ops_t scatter_ops = {
+    "scatter", scatter_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+
+qcclResult_t node_scatter_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  QCCL_CHECK(plan_alloc(sizeof(scatter_plan_t), &scatter_ops, comm, a, out));
+  scatter_plan_t* t = (scatter_plan_t*)*out;
+  t->bytes = a->count * dtype_size(a->datatype);
+  t->piece = comm->shm->chunk_bytes / (size_t)comm->nranks;
+  return qcclSuccess;
 }

@@ -78,8 +78,40 @@ static void share_task(const share_job_t* job, const char* const* ins, char* con
   if (dst != src) copy_out(dst, src, len, stream); /* equal: AllGather's own block in place */
 }
 
-qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int offered,
-                       int* shared) {
+/* Tasks of a job: per block, and in all. */
+static void share_counts(const qcclComm_t comm, const share_job_t* job, size_t* task,
+                         uint64_t* per_block, uint64_t* ntasks) {
+  size_t total = job->bytes * (size_t)comm->nranks;
+  *task = share_task_bytes(total);
+  *per_block = (job->bytes + *task - 1) / *task;
+  *ntasks = *per_block * (uint64_t)comm->nranks;
+}
+
+void share_own(qcclComm_t comm, share_job_t* job, int offered) {
+  shm_t* s = comm->shm;
+  int w = comm->nranks, r = comm->rank;
+  size_t bytes = job->bytes, total = bytes * (size_t)w;
+  int stream = total >= COPY_STREAM_MIN_TOTAL;
+  const char* ins[w];
+  char* outs[w];
+  ins[r] = job->in, outs[r] = job->out;
+  if (!offered) { /* the own block as one task */
+    share_task(job, ins, outs, w, r, 0, 1, bytes, stream);
+    return;
+  }
+  size_t task;
+  uint64_t per_block, ntasks, i;
+  share_counts(comm, job, &task, &per_block, &ntasks);
+  /* the own block's tasks need no peer: claim them while the peers arrive
+   * (a peer that arrives first may take some); the first later task this
+   * rank claims waits for the decision (share_rest) */
+  _Atomic uint64_t* mine = &s->ctrl[r].share_next;
+  while ((i = atomic_fetch_add_explicit(mine, (uint64_t)1, memory_order_relaxed)) < per_block)
+    share_task(job, ins, outs, w, r, i, per_block, task, stream);
+  job->claimed = i;
+}
+
+qcclResult_t share_rest(qcclComm_t comm, uint64_t g, share_job_t* job, int* shared) {
   shm_t* s = comm->shm;
   int w = comm->nranks, r = comm->rank;
   size_t bytes = job->bytes, total = bytes * (size_t)w;
@@ -89,20 +121,9 @@ qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int 
   char* outs[w];
   ins[r] = job->in, outs[r] = job->out;
   *shared = 0;
-  if (!offered) { /* the own block as one task */
-    share_task(job, ins, outs, w, r, 0, 1, bytes, stream);
-    return qcclSuccess;
-  }
-  size_t task = share_task_bytes(total);
-  uint64_t per_block = (bytes + task - 1) / task, ntasks = per_block * (uint64_t)w;
-  _Atomic uint64_t* mine = &s->ctrl[r].share_next;
-  /* the own block's tasks need no peer: claim them while the peers arrive
-   * (a peer that arrives first may take some); the first later task this
-   * rank claims waits for the decision */
-  uint64_t i;
-  while ((i = atomic_fetch_add_explicit(mine, (uint64_t)1, memory_order_relaxed)) < per_block)
-    share_task(job, ins, outs, w, r, i, per_block, task, stream);
-  QCCL_CHECK(shm_wait_all(s, 3 * g + 1));
+  size_t task;
+  uint64_t per_block, ntasks, i = job->claimed;
+  share_counts(comm, job, &task, &per_block, &ntasks);
   for (int j = 0; j < w; j++) {
     if (j == r) continue;
     const char* out = NULL;
@@ -121,7 +142,6 @@ qcclResult_t share_run(qcclComm_t comm, uint64_t g, const share_job_t* job, int 
       share_task(job, ins, outs, w, d, i, per_block, task, stream);
   }
   shm_post(s, 3 * g + 3);
-  QCCL_CHECK(shm_wait_all(s, 3 * g + 3));
   *shared = 1;
   return qcclSuccess;
 }

@@ -352,13 +352,6 @@ qcclResult_t shm_check_peers(shm_t* s, int peer) {
   return qcclSuccess;
 }
 
-/* The counter a wait watches in rank j's control line: its step, or its
- * agreement check's sequence. */
-static inline uint64_t shm_counter(const shm_t* s, int j, int check) {
-  return atomic_load_explicit(check ? &s->ctrl[j].check_seq : &s->ctrl[j].step,
-                              memory_order_acquire);
-}
-
 static int shm_check_differs(shm_t* s);
 
 /* This rank shares CPU cpu with a peer it waits for although the node's
@@ -415,50 +408,65 @@ uint32_t shm_spin_for(shm_t* s, int peer) {
   return shm_spin_among(s, peer, peer + 1);
 }
 
+qcclResult_t shm_test_short(shm_t* s, int j, int hi, uint64_t step, int check) {
+  int a = atomic_load_explicit(s->abort_rank, memory_order_acquire);
+  if (a >= 0) {
+    /* a rank whose call ended may abort its communicator at once (a local
+     * act): what it saw posted before (acquire) is posted here too, so a
+     * wait it would have passed still passes */
+    while (j < hi && shm_counter(s, j, check) >= step) j++;
+    if (j == hi) return qcclSuccess;
+    return QCCL_ERR(qcclRemoteError, "rank %d aborted the communicator or saw a failure", a);
+  }
+  s->wait_j = j;
+  s->wait_hi = hi;
+  s->wait_step = step;
+  s->wait_check = check;
+  return qcclInProgress;
+}
+
+uint32_t shm_wait_spin(shm_t* s) {
+  return shm_spin_among(s, s->wait_j, s->wait_hi);
+}
+
+qcclResult_t shm_wait_check(shm_t* s, double idle) {
+  int j = s->wait_j, hi = s->wait_hi, check = s->wait_check;
+  uint64_t step = s->wait_step;
+  if (s->check_watch && shm_check_differs(s))
+    return QCCL_ERR(qcclInvalidUsage, "rank %d: a peer's call differs from this one", s->rank);
+  if (s->watch) QCCL_CHECK(s->watch(s->watch_arg));
+  qcclResult_t r = shm_check_peers(s, j);
+  if (r != qcclSuccess) {
+    /* the peer may have posted its step and then left (a rank that
+     * destroys its communicator right after a call): that is no error */
+    while (j < hi && shm_counter(s, j, check) >= step) j++;
+    if (j == hi) {
+      err_clear();
+      return qcclSuccess;
+    }
+    return r;
+  }
+  if (idle > s->timeout)
+    return QCCL_ERR(qcclTimeout,
+                    "rank %d waited %.1f s for rank %d (step %llu, it is at %llu); "
+                    "QCCL_TIMEOUT is %.1f s",
+                    s->rank, idle, j, (unsigned long long)step,
+                    (unsigned long long)shm_counter(s, j, check), s->timeout);
+  return qcclSuccess;
+}
+
 /* Waits until every rank in [lo, hi) reached step (on the check counter
  * when check is set). */
 static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, int check) {
-  int j = lo;
-  while (j < hi && shm_counter(s, j, check) >= step) j++;
-  if (j == hi) return qcclSuccess;
+  qcclResult_t r = shm_test_counter(s, lo, hi, step, check);
+  if (r != qcclInProgress) return r;
   backoff_t b;
-  backoff_init(&b, shm_spin_among(s, j, hi));
+  backoff_init(&b, shm_wait_spin(s));
   double start = clock_now();
   for (;;) {
-    while (j < hi && shm_counter(s, j, check) >= step) j++;
-    if (j == hi) return qcclSuccess;
-    int a = atomic_load_explicit(s->abort_rank, memory_order_acquire);
-    if (a >= 0) {
-      /* a rank whose call ended may abort its communicator at once (a
-       * local act): what it saw posted before (acquire) is posted here
-       * too, so a wait it would have passed still passes */
-      while (j < hi && shm_counter(s, j, check) >= step) j++;
-      if (j == hi) return qcclSuccess;
-      return QCCL_ERR(qcclRemoteError, "rank %d aborted the communicator or saw a failure", a);
-    }
-    if (backoff_idle(&b)) {
-      double now = clock_now();
-      if (s->check_watch && shm_check_differs(s))
-        return QCCL_ERR(qcclInvalidUsage, "rank %d: a peer's call differs from this one", s->rank);
-      if (s->watch) QCCL_CHECK(s->watch(s->watch_arg));
-      qcclResult_t r = shm_check_peers(s, j);
-      if (r != qcclSuccess) {
-        /* the peer may have posted its step and then left (a rank that
-         * destroys its communicator right after a call): that is no error */
-        while (j < hi && shm_counter(s, j, check) >= step) j++;
-        if (j == hi) {
-          err_clear();
-          return qcclSuccess;
-        }
-        return r;
-      }
-      if (now - start > s->timeout)
-        return QCCL_ERR(qcclTimeout,
-                        "rank %d waited %.1f s for rank %d (step %llu, it is at %llu); "
-                        "QCCL_TIMEOUT is %.1f s",
-                        s->rank, now - start, j, (unsigned long long)step,
-                        (unsigned long long)shm_counter(s, j, check), s->timeout);
-    }
+    r = shm_test_counter(s, s->wait_j, hi, step, check);
+    if (r != qcclInProgress) return r;
+    if (backoff_idle(&b)) QCCL_CHECK(shm_wait_check(s, clock_now() - start));
   }
 }
 
@@ -513,13 +521,17 @@ qcclResult_t shm_check_collect(shm_t* s, uint64_t c, uint64_t* recs) {
   return qcclSuccess;
 }
 
-qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g) {
-  uint64_t n = s->chunk_seq++;
-  /* where this rank runs, for a peer that waits for it (shm_wait_counter):
-   * a rank that never waits (the root of an eager Gather, always behind)
+uint64_t shm_chunk_next(shm_t* s) {
+  /* where this rank runs, for a peer that waits for it (shm_wait_spin): a
+   * rank that never waits (the root of an eager Gather, always behind)
    * would otherwise leave a stale CPU there, and a peer spinning on its
    * CPU would hold it off for the whole spin */
   atomic_store_explicit(&s->ctrl[s->rank].cpu, sched_getcpu(), memory_order_relaxed);
+  return s->chunk_seq++;
+}
+
+qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g) {
+  uint64_t n = shm_chunk_next(s);
   if (n >= 2) QCCL_CHECK(shm_wait_all(s, 3 * (n - 2) + 3));
   *g = n;
   return qcclSuccess;

@@ -123,6 +123,10 @@ typedef struct shm {
   void* watch_arg;
   uint64_t check_call;
   uint64_t check_mine[SHM_CHECK_WORDS];
+  /* what the last test that found a rank short waits for (shm_test_*):
+   * ranks [wait_j, wait_hi) on counter wait_check at wait_step */
+  int wait_j, wait_hi, wait_check;
+  uint64_t wait_step;
   shm_ctrl_t* ctrl;
   char* slots;
   char* results;
@@ -191,6 +195,43 @@ static inline void shm_post(shm_t* s, uint64_t step) {
   atomic_store_explicit(&s->ctrl[s->rank].step, step, memory_order_release);
 }
 
+/* The counter a wait watches in rank j's control line: its step, or its
+ * agreement check's sequence (check). */
+static inline uint64_t shm_counter(const shm_t* s, int j, int check) {
+  return atomic_load_explicit(check ? &s->ctrl[j].check_seq : &s->ctrl[j].step,
+                              memory_order_acquire);
+}
+
+/* The part of shm_test_counter past the first rank found short. */
+qcclResult_t shm_test_short(shm_t* s, int j, int hi, uint64_t step, int check);
+
+/* Without waiting: qcclSuccess once every rank in [lo, hi) reached step
+ * (on the check counter when check is set); qcclInProgress while one has
+ * not, and the segment then remembers what it waits for (shm_wait_spin,
+ * shm_wait_check); qcclRemoteError once a rank aborted the segment and
+ * the counters are still short. What plans wait with (plan.h). */
+static inline qcclResult_t shm_test_counter(shm_t* s, int lo, int hi, uint64_t step, int check) {
+  int j = lo;
+  while (j < hi && shm_counter(s, j, check) >= step) j++;
+  return j == hi ? qcclSuccess : shm_test_short(s, j, hi, step, check);
+}
+
+static inline qcclResult_t shm_test_rank(shm_t* s, int rank, uint64_t step) {
+  return shm_test_counter(s, rank, rank + 1, step, 0);
+}
+
+static inline qcclResult_t shm_test_all(shm_t* s, uint64_t step) {
+  return shm_test_counter(s, 0, s->nranks, step, 0);
+}
+
+/* For the last test that returned qcclInProgress: the spin before
+ * yielding (none when a rank it waits for last ran on this CPU and this
+ * rank could not move: shm_spin_for), and the slow check after idle
+ * seconds without progress: the agreement watch, the network's watch,
+ * whether the awaited rank is alive, the timeout. */
+uint32_t shm_wait_spin(shm_t* s);
+qcclResult_t shm_wait_check(shm_t* s, double idle);
+
 /* Waits until rank's step >= step. Fails with qcclRemoteError when a rank
  * aborted or died, qcclTimeout after s->timeout seconds. */
 qcclResult_t shm_wait_rank(shm_t* s, int rank, uint64_t step);
@@ -230,6 +271,14 @@ uint32_t shm_spin_for(shm_t* s, int peer);
 
 /* Starts chunk g: waits until slot g%2 is free on every rank. Returns g. */
 qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g);
+
+/* The same without waiting: shm_chunk_next takes the next chunk number g
+ * (and publishes where this rank runs), and shm_test_chunk says when its
+ * slots are free on every rank (chunk g-2 read everywhere). */
+uint64_t shm_chunk_next(shm_t* s);
+static inline qcclResult_t shm_test_chunk(shm_t* s, uint64_t g) {
+  return g < 2 ? qcclSuccess : shm_test_all(s, 3 * (g - 2) + 3);
+}
 
 static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
   return s->slots + ((size_t)rank * 2 + (size_t)(g & 1)) * s->chunk_bytes;

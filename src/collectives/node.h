@@ -1,0 +1,38 @@
+/*
+ * node.h - the algorithms inside one node, over its shared segment (one
+ * file each: allreduce.c, reduce.c, ...): plans (plan.h) whose leaves wait
+ * on the segment's step counters. The selection (select.c) builds them
+ * for a communicator on one host; the two-level and ZeRO++ compositions
+ * build them for their node communicators.
+ *
+ * Each builder takes a call checked by the entry point (count > 0 but for
+ * Barrier) and returns a plan for comm, not started (plan_get starts it).
+ */
+#ifndef QCCL_COLLECTIVES_NODE_H_
+#define QCCL_COLLECTIVES_NODE_H_
+
+#include "collectives/plan.h"
+
+qcclResult_t node_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_reduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_broadcast_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_allgather_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_reducescatter_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_alltoall_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_gather_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_scatter_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+qcclResult_t node_barrier_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+
+/* A small AllReduce in one handoff (allreduce_oneshot.c), for the calls
+ * node_allreduce_oneshot_fits (the same on every rank). */
+int node_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes);
+qcclResult_t node_allreduce_oneshot_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+
+/* The test that ends a rooted call that ran chunks: every rank finished
+ * the last one (coll_rooted_end's condition, without waiting). */
+static inline qcclResult_t node_test_rooted_end(shm_t* s, size_t nchunks) {
+  if (nchunks == 0) return qcclSuccess;
+  return shm_test_all(s, 3 * (s->chunk_seq - 1) + 3);
+}
+
+#endif /* QCCL_COLLECTIVES_NODE_H_ */

@@ -1,0 +1,120 @@
+/*
+ * plan.c - the driver of a plan (plan.h): step it until it ends, and idle
+ * between steps the way every wait of qccl does (core/wait.h: poll for
+ * the plan's spin, then yield, then nap), with the plan's slow check every
+ * ~20 ms. The idle clock restarts whenever a step moved the plan, so the
+ * timeout counts the time without progress, not the length of the call.
+ */
+#include "collectives/plan.h"
+
+#include <stdlib.h>
+
+#include "core/socket.h"
+#include "core/wait.h"
+
+/* The waiting part of plan_drive, out of line: a call whose first step
+ * finishes it (a small call with its peers ahead) never comes here. */
+static __attribute__((noinline)) qcclResult_t plan_wait(plan_t* p) {
+  backoff_t b;
+  backoff_init(&b, p->ops->spin(p));
+  double since = clock_now();
+  uint64_t seen = p->moved;
+  for (;;) {
+    qcclResult_t r = p->ops->progress(p);
+    if (r != qcclInProgress) return r;
+    if (p->moved != seen) {
+      seen = p->moved;
+      backoff_init(&b, p->ops->spin(p));
+      since = clock_now();
+      continue;
+    }
+    if (backoff_idle(&b)) {
+      r = p->ops->check(p, clock_now() - since);
+      if (r != qcclSuccess) return r;
+    }
+  }
+}
+
+qcclResult_t plan_drive(plan_t* p) {
+  qcclResult_t r = p->ops->progress(p);
+  if (r == qcclInProgress) r = plan_wait(p);
+  if (r != qcclSuccess && p->ops->cancel != NULL) p->ops->cancel(p);
+  return r;
+}
+
+uint32_t plan_shm_spin(plan_t* p) {
+  return shm_wait_spin(p->comm->shm);
+}
+
+qcclResult_t plan_shm_check(plan_t* p, double idle) {
+  return shm_wait_check(p->comm->shm, idle);
+}
+
+qcclResult_t plan_alloc(size_t bytes, const plan_ops_t* ops, qcclComm_t comm, const coll_args_t* a,
+                        plan_t** out) {
+  plan_t* p = calloc(1, bytes);
+  if (p == NULL) return QCCL_ERR(qcclSystemError, "out of memory (a plan of %zu bytes)", bytes);
+  p->ops = ops;
+  p->comm = comm;
+  if (a != NULL) p->a = *a;
+  *out = p;
+  return qcclSuccess;
+}
+
+void plan_free(plan_t* p) {
+  if (p == NULL) return;
+  if (p->ops->destroy != NULL) p->ops->destroy(p);
+  free(p);
+}
+
+/* Whether cached plan p was built for call a (buffers aside). */
+static int plan_matches(const plan_t* p, const coll_args_t* a) {
+  return p->a.kind == a->kind && p->a.count == a->count && p->a.datatype == a->datatype &&
+         p->a.op == a->op && p->a.root == a->root;
+}
+
+qcclResult_t plan_get(qcclComm_t comm, const coll_args_t* a, plan_build_fn build, plan_t** out) {
+  plan_t** cache = comm->plans;
+  int victim = -1;
+  for (int i = 0; i < COMM_PLANS; i++) {
+    plan_t* p = cache[i];
+    if (p != NULL && !p->busy && plan_matches(p, a)) {
+      p->busy = 1;
+      p->used = ++comm->plans_clock;
+      plan_start(p, a->sendbuff, a->recvbuff);
+      *out = p;
+      return qcclSuccess;
+    }
+    /* an empty entry, else the least recently used one that is idle */
+    if (p == NULL) {
+      if (victim < 0 || cache[victim] != NULL) victim = i;
+    } else if (!p->busy &&
+               (victim < 0 || (cache[victim] != NULL && p->used < cache[victim]->used))) {
+      victim = i;
+    }
+  }
+  plan_t* p;
+  QCCL_CHECK(build(comm, a, &p));
+  p->busy = 1;
+  if (victim >= 0) {
+    plan_free(cache[victim]);
+    cache[victim] = p;
+    p->cached = 1;
+    p->used = ++comm->plans_clock;
+  }
+  plan_start(p, a->sendbuff, a->recvbuff);
+  *out = p;
+  return qcclSuccess;
+}
+
+void plan_put(plan_t* p) {
+  p->busy = 0;
+  if (!p->cached) plan_free(p);
+}
+
+void plan_cache_free(qcclComm_t comm) {
+  for (int i = 0; i < COMM_PLANS; i++) {
+    plan_free(comm->plans[i]);
+    comm->plans[i] = NULL;
+  }
+}

@@ -1,0 +1,129 @@
+/*
+ * select.c - which algorithm runs a plain collective, and its plan.
+ *
+ * One host: the node's algorithms over its shared segment (node.h).
+ * Several hosts: two-level where the hosts hold equal numbers of ranks
+ * (but Reduce of a narrow float, which its stages would round twice),
+ * else the flat algorithms over point-to-point. QCCL_ALGO overrides; an
+ * impossible choice is logged. The choice is made once per plan (plan.h:
+ * plans are cached by collective, count, type, op and root), and logged
+ * at INFO when it is made.
+ */
+#include "collectives/coll.h"
+#include "collectives/node.h"
+#include "collectives/reduce_kernels.h"
+#include "core/dtype.h"
+#include "core/log.h"
+
+/* The node algorithm of a plain kind. */
+static qcclResult_t select_node(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  switch (a->kind) {
+    case COLL_ALLREDUCE:
+      return node_allreduce_plan(comm, a, out);
+    case COLL_BROADCAST:
+      return node_broadcast_plan(comm, a, out);
+    case COLL_REDUCE:
+      return node_reduce_plan(comm, a, out);
+    case COLL_ALLGATHER:
+      return node_allgather_plan(comm, a, out);
+    case COLL_REDUCESCATTER:
+      return node_reducescatter_plan(comm, a, out);
+    case COLL_ALLTOALL:
+      return node_alltoall_plan(comm, a, out);
+    case COLL_GATHER:
+      return node_gather_plan(comm, a, out);
+    case COLL_SCATTER:
+      return node_scatter_plan(comm, a, out);
+    case COLL_BARRIER:
+      return node_barrier_plan(comm, a, out);
+    default:
+      return QCCL_ERR(qcclInternalError, "select: kind %d is not a collective", (int)a->kind);
+  }
+}
+
+qcclResult_t node_run(qcclComm_t comm, const coll_args_t* a) {
+  plan_t* p;
+  QCCL_CHECK(plan_get(comm, a, select_node, &p));
+  qcclResult_t r = plan_drive(p);
+  plan_put(p);
+  return r;
+}
+
+/* Communicators that span hosts: two-level where the hosts hold equal
+ * numbers of ranks (but Reduce of a narrow float, which its stages would
+ * round twice), else the flat algorithms over point-to-point. QCCL_ALGO
+ * overrides; an impossible choice is logged. */
+static int coll_pick_hier(qcclComm_t comm, const coll_args_t* a) {
+  int has_op = a->kind == COLL_ALLREDUCE || a->kind == COLL_REDUCESCATTER || a->kind == COLL_REDUCE;
+  int has_hier = has_op || a->kind == COLL_ALLGATHER || a->kind == COLL_BROADCAST;
+  if (!has_hier) return 0;
+  /* narrow floats: AllReduce and ReduceScatter keep f32 between their
+   * stages; Reduce's node stage would round, so it stays flat */
+  int narrow = reduce_work_type(a->datatype) != a->datatype;
+  int can = comm->rail != NULL && !(narrow && a->kind == COLL_REDUCE);
+  int algo = comm->algo[a->kind];
+  if (algo == COLL_ALGO_HIER && !can)
+    QCCL_INFO(LOG_COLL, "QCCL_ALGO %s:hier is not possible here (%s): flat",
+              coll_kind_name(a->kind),
+              comm->rail ? "narrow float type" : "hosts hold different numbers of ranks");
+  int hier = can && algo != COLL_ALGO_FLAT;
+  QCCL_INFO(LOG_COLL, "%s of %zu x %s on %d ranks / %d hosts: %s", coll_kind_name(a->kind),
+            a->count, dtype_name(a->datatype), comm->nranks, comm->nnodes, hier ? "hier" : "flat");
+  return hier;
+}
+
+static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
+  int hier = coll_pick_hier(comm, a);
+  switch (a->kind) {
+    case COLL_ALLREDUCE:
+      return hier ? hier_allreduce(comm, a) : flat_allreduce(comm, a);
+    case COLL_BROADCAST:
+      return hier ? hier_broadcast(comm, a) : flat_broadcast(comm, a);
+    case COLL_REDUCE:
+      return hier ? hier_reduce(comm, a) : flat_reduce(comm, a);
+    case COLL_ALLGATHER:
+      return hier ? hier_allgather(comm, a) : flat_allgather(comm, a);
+    case COLL_REDUCESCATTER:
+      return hier ? hier_reducescatter(comm, a) : flat_reducescatter(comm, a);
+    case COLL_ALLTOALL:
+      return flat_alltoall(comm, a);
+    case COLL_GATHER:
+      return flat_gather(comm, a);
+    case COLL_SCATTER:
+      return flat_scatter(comm, a);
+    case COLL_BARRIER:
+      return flat_barrier(comm);
+    default:
+      return QCCL_ERR(qcclInternalError, "coll_run: kind %d is not a collective", (int)a->kind);
+  }
+}
+
+/* The counter slot of each kind. */
+static const int coll_stat_slot[COLL_NUM_KINDS] = {
+    [COLL_ALLREDUCE] = qcclStatAllReduce,
+    [COLL_BROADCAST] = qcclStatBroadcast,
+    [COLL_REDUCE] = qcclStatReduce,
+    [COLL_ALLGATHER] = qcclStatAllGather,
+    [COLL_REDUCESCATTER] = qcclStatReduceScatter,
+    [COLL_ALLTOALL] = qcclStatAlltoAll,
+    [COLL_GATHER] = qcclStatGather,
+    [COLL_SCATTER] = qcclStatScatter,
+    [COLL_SEND] = qcclStatSendRecv,
+    [COLL_RECV] = qcclStatSendRecv,
+    [COLL_BARRIER] = qcclStatBarrier,
+};
+
+int coll_stat_slot_of(coll_kind_t kind) {
+  return coll_stat_slot[kind];
+}
+
+qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
+  int prev = coll_stats_enter(comm, coll_stat_slot[a->kind]);
+  qcclResult_t r = qcclSuccess;
+  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
+   * be NULL) */
+  if (a->count > 0 || a->kind == COLL_BARRIER)
+    r = comm->nnodes > 1 ? coll_run_flat(comm, a) : node_run(comm, a);
+  coll_stats_leave(comm, prev);
+  return comm_fail(comm, r);
+}
