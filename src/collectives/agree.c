@@ -260,13 +260,10 @@ qcclResult_t coll_lanes_control_seen(qcclComm_t comm) {
 qcclResult_t coll_agree_watch(void* arg) {
 #if QCCL_HAVE_UCX
   qcclComm_t comm = arg;
-  /* the pipeline's network stage runs on another thread, on the rail's
-   * worker or (no rail: ZeRO++ over unequal hosts) on this one's: it
-   * progresses them itself */
-  if (!atomic_load(&comm->rail_busy)) {
-    QCCL_CHECK(ucx_watch(comm->ucx));
-    if (comm->rail) QCCL_CHECK(ucx_watch(comm->rail->ucx));
-  }
+  /* the thread that steps the node's segment also steps the network's
+   * transfers (plans: one thread per call), so it may progress them here */
+  QCCL_CHECK(ucx_watch(comm->ucx));
+  if (comm->rail) QCCL_CHECK(ucx_watch(comm->rail->ucx));
   return coll_lanes_control_seen(comm);
 #else
   (void)arg;

@@ -35,8 +35,7 @@
 
 typedef struct {
   plan_t p;
-  size_t bytes;
-  /* the call's */
+  /* the call's (the count may change from start to start: plan_restart) */
   shm_reg_t reg;
   int mapped, direct, offered, k;
   share_job_t job;
@@ -52,7 +51,7 @@ static qcclResult_t ag_progress(plan_t* p) {
   shm_t* s = comm->shm;
   const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank;
-  size_t bytes = t->bytes;
+  size_t bytes = a->count * dtype_size(a->datatype);
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
@@ -144,11 +143,9 @@ static qcclResult_t ag_progress(plan_t* p) {
   }
 }
 
-static const plan_ops_t ag_ops = {"allgather",    ag_progress, plan_shm_spin,
-                                  plan_shm_check, NULL,        NULL};
+static const plan_ops_t ag_ops = {
+    .name = "allgather", .progress = ag_progress, .spin = plan_shm_spin, .check = plan_shm_check};
 
 qcclResult_t node_allgather_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
-  QCCL_CHECK(plan_alloc(sizeof(ag_plan_t), &ag_ops, comm, a, out));
-  ((ag_plan_t*)*out)->bytes = a->count * dtype_size(a->datatype);
-  return qcclSuccess;
+  return plan_alloc(sizeof(ag_plan_t), &ag_ops, comm, a, out);
 }

@@ -224,8 +224,8 @@ static qcclResult_t ar_progress(plan_t* p) {
   }
 }
 
-static const plan_ops_t ar_ops = {"allreduce",    ar_progress, plan_shm_spin,
-                                  plan_shm_check, NULL,        NULL};
+static const plan_ops_t ar_ops = {
+    .name = "allreduce", .progress = ar_progress, .spin = plan_shm_spin, .check = plan_shm_check};
 
 qcclResult_t node_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   size_t es = dtype_size(a->datatype);

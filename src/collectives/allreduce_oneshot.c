@@ -85,8 +85,10 @@ static qcclResult_t oneshot_progress(plan_t* p) {
   return QCCL_ERR(qcclInternalError, "allreduce (one handoff): phase %d", p->phase);
 }
 
-static const plan_ops_t oneshot_ops = {
-    "allreduce (one handoff)", oneshot_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+static const plan_ops_t oneshot_ops = {.name = "allreduce (one handoff)",
+                                       .progress = oneshot_progress,
+                                       .spin = plan_shm_spin,
+                                       .check = plan_shm_check};
 
 qcclResult_t node_allreduce_oneshot_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   return plan_alloc(sizeof(oneshot_plan_t), &oneshot_ops, comm, a, out);

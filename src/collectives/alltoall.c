@@ -31,8 +31,8 @@
 
 typedef struct {
   plan_t p;
-  size_t bytes, piece; /* per peer; of a chunk per peer */
-  /* the call's */
+  size_t piece; /* bytes of a chunk per peer */
+  /* the call's (the count may change from start to start: plan_restart) */
   shm_reg_t reg;
   int mapped, direct, offered, k;
   share_job_t job;
@@ -48,7 +48,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
   shm_t* s = comm->shm;
   const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank;
-  size_t bytes = t->bytes, piece = t->piece;
+  size_t bytes = a->count * dtype_size(a->datatype), piece = t->piece;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
@@ -147,13 +147,12 @@ static qcclResult_t a2a_progress(plan_t* p) {
   }
 }
 
-static const plan_ops_t a2a_ops = {"alltoall",     a2a_progress, plan_shm_spin,
-                                   plan_shm_check, NULL,         NULL};
+static const plan_ops_t a2a_ops = {
+    .name = "alltoall", .progress = a2a_progress, .spin = plan_shm_spin, .check = plan_shm_check};
 
 qcclResult_t node_alltoall_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   QCCL_CHECK(plan_alloc(sizeof(a2a_plan_t), &a2a_ops, comm, a, out));
   a2a_plan_t* t = (a2a_plan_t*)*out;
-  t->bytes = a->count * dtype_size(a->datatype);
   t->piece = comm->nranks > 1 ? comm->shm->chunk_bytes / (size_t)comm->nranks : 1;
   return qcclSuccess;
 }

@@ -30,8 +30,10 @@ static qcclResult_t barrier_progress(plan_t* p) {
   return QCCL_ERR(qcclInternalError, "barrier: phase %d", p->phase);
 }
 
-static const plan_ops_t barrier_ops = {
-    "barrier", barrier_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+static const plan_ops_t barrier_ops = {.name = "barrier",
+                                       .progress = barrier_progress,
+                                       .spin = plan_shm_spin,
+                                       .check = plan_shm_check};
 
 qcclResult_t node_barrier_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   return plan_alloc(sizeof(barrier_plan_t), &barrier_ops, comm, a, out);

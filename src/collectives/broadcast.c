@@ -123,8 +123,10 @@ static qcclResult_t bcast_progress(plan_t* p) {
   }
 }
 
-static const plan_ops_t bcast_ops = {"broadcast",    bcast_progress, plan_shm_spin,
-                                     plan_shm_check, NULL,           NULL};
+static const plan_ops_t bcast_ops = {.name = "broadcast",
+                                     .progress = bcast_progress,
+                                     .spin = plan_shm_spin,
+                                     .check = plan_shm_check};
 
 qcclResult_t node_broadcast_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   QCCL_CHECK(plan_alloc(sizeof(bcast_plan_t), &bcast_ops, comm, a, out));

@@ -152,9 +152,7 @@ struct qcclComm {
   uint64_t check_hist[8][4];
   uint64_t wire_call;
   _Atomic int reported;
-  _Atomic int rail_busy; /* the two-level pipeline's rail stage runs on rail_stream */
   char fail_reason[QCCL_LAST_ERROR_BYTES]; /* the message of the call that failed it */
-  struct stream* rail_stream; /* the two-level pipeline's network stages (hier_pipe.c) */
   /* the plans of this communicator's recent calls (plan.c), and the clock
    * of their use */
   struct plan* plans[COMM_PLANS];
@@ -245,36 +243,6 @@ static inline void coll_stats_shm(qcclComm_t comm, size_t bytes) {
 /* Makes c and its internal communicators count into sink. */
 void coll_stats_attach(qcclComm_t c, comm_stats_t* sink);
 
-/* Sends sbytes to peer `to` while receiving rbytes from `from` (either may
- * be -1 for none), progressing both. */
-qcclResult_t p2p_sendrecv(qcclComm_t comm, int to, const void* sbuf, size_t sbytes, int from,
-                          void* rbuf, size_t rbytes);
-
-/* Algorithms over point-to-point for communicators that span hosts. */
-qcclResult_t flat_allreduce(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_reduce(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_allgather(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_reducescatter(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_broadcast(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_gather(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_scatter(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_alltoall(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t flat_barrier(qcclComm_t comm);
-
-/* The ring all-reduce of flat_allreduce.c on any buffers (in may equal
- * out). */
-qcclResult_t flat_ring_allreduce(qcclComm_t comm, const void* in, void* out, size_t count,
-                                 qcclDataType_t t, qcclRedOp_t op);
-
-/* Two-level algorithms (hier_*.c), for communicators whose hosts hold
- * equal numbers of ranks (comm->rail exists): shared memory inside each
- * host, the rail of equal local index across hosts. */
-qcclResult_t hier_allreduce(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t hier_allgather(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t hier_reducescatter(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t hier_broadcast(qcclComm_t comm, const coll_args_t* a);
-qcclResult_t hier_reduce(qcclComm_t comm, const coll_args_t* a);
-
 /* Records the failure of a call on comm: copies the thread's last error into
  * the communicator and, for failures that break it (timeout, remote, system,
  * internal), makes it sticky and tells the peers. Returns res. */
@@ -304,14 +272,6 @@ void comm_abort_segments(qcclComm_t c);
 
 /* Runs one validated call (not a send / recv). */
 qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a);
-
-/* Runs n validated sends / receives (of any communicators) together,
- * progressing all until every one is complete. */
-qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n);
-
-/* Runs a validated call on a communicator of one host with the node's
- * algorithm (select.c; no counting, no failure recorded). */
-qcclResult_t node_run(qcclComm_t comm, const coll_args_t* a);
 
 /* Element range [*lo, *hi) of part `part` when n elements are cut into
  * nparts nearly equal parts (the first n % nparts get one more). */

@@ -131,7 +131,6 @@ static void comm_free_parts(qcclComm_t c, int abort) {
   comm_topo_free(c);
   for (int i = 0; i < 3; i++) free(c->scratch[i]);
   free(c->check_recs);
-  stream_destroy(c->rail_stream);
   zpp_comm_free(c->zero);
   free(c);
 }

@@ -1,6 +1,7 @@
 /*
  * flat_allreduce.c - AllReduce and Reduce over point-to-point, for
- * communicators that span hosts (any placement, nodes of any size).
+ * communicators that span hosts (any placement, nodes of any size), and
+ * the rail stage of the two-level AllReduce.
  *
  * Ring algorithm: the buffer is cut into W parts. Reduce-scatter: in step
  * s, rank r sends part r-s to r+1 and receives part r-s-1 from r-1, which
@@ -11,59 +12,116 @@
  * accumulate as f32 and are rounded once at the end, as on one host; Avg
  * divides the reduced part by W before it is passed on, so every rank gets
  * the same bits. Reduce runs the same ring into scratch on non-root ranks.
+ *
+ * Plan: 2(W-1) exchanges, each posted then stepped until done; the count
+ * may change from start to start (plan_restart), so everything that
+ * depends on it is worked out as the call starts.
  */
-#include "collectives/coll.h"
+#include "collectives/flat.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 
-qcclResult_t flat_ring_allreduce(qcclComm_t c, const void* in, void* out, size_t count,
-                                 qcclDataType_t t, qcclRedOp_t op) {
+typedef struct {
+  p2p_leaf_t l;
+  int reduce; /* Reduce: non-root ranks ring into scratch */
+  /* the call's */
+  char *work, *tmp, *out;
+  int s; /* the ring step */
+  p2p_xchg_t x;
+} ring_plan_t;
+
+enum { RING_START, RING_RS_POST, RING_RS_WAIT, RING_AG_POST, RING_AG_WAIT };
+
+static qcclResult_t ring_progress(plan_t* p) {
+  ring_plan_t* t = (ring_plan_t*)p;
+  qcclComm_t c = p->comm;
+  const coll_args_t* a = &p->a;
   int w = c->nranks, r = c->rank;
   int next = (r + 1) % w, prev = (r + w - 1) % w;
-  qcclDataType_t wt = reduce_work_type(t);
-  size_t es = dtype_size(t), wes = dtype_size(wt);
-  size_t maxpart = (count + (size_t)w - 1) / (size_t)w;
-  size_t workbytes = wt == t ? 0 : count * wes;
-  char* scratch;
-  QCCL_CHECK(comm_scratch(c, 0, workbytes + maxpart * wes + 1, (void**)&scratch));
-  char* work = wt == t ? (char*)out : scratch;
-  char* tmp = scratch + workbytes;
-  if (wt == t)
-    coll_copy(out, in, count * es);
-  else
-    convert_to_f32((float*)work, in, count, t);
-  qcclRedOp_t rop = op == qcclAvg ? qcclSum : op;
+  qcclDataType_t dt = a->datatype, wt = reduce_work_type(dt);
+  size_t es = dtype_size(dt), wes = dtype_size(wt), count = a->count;
   size_t slo, shi, rlo, rhi;
-  for (int s = 0; s < w - 1; s++) {
-    coll_part(count, w, (r - s + w) % w, &slo, &shi);
-    coll_part(count, w, (r - s - 1 + 2 * w) % w, &rlo, &rhi);
-    QCCL_CHECK(
-        p2p_sendrecv(c, next, work + slo * wes, (shi - slo) * wes, prev, tmp, (rhi - rlo) * wes));
-    const void* srcs[2] = {work + rlo * wes, tmp};
-    reduce_kernel(work + rlo * wes, srcs, 2, rhi - rlo, wt, rop, 0);
+  for (;;) {
+    switch (p->phase) {
+      case RING_START: {
+        t->out = a->recvbuff;
+        if (t->reduce && c->rank != a->root)
+          QCCL_CHECK(comm_scratch(c, 1, count * es, (void**)&t->out));
+        size_t maxpart = (count + (size_t)w - 1) / (size_t)w;
+        size_t workbytes = wt == dt ? 0 : count * wes;
+        char* scratch;
+        QCCL_CHECK(comm_scratch(c, 0, workbytes + maxpart * wes + 1, (void**)&scratch));
+        t->work = wt == dt ? t->out : scratch;
+        t->tmp = scratch + workbytes;
+        if (wt == dt)
+          coll_copy(t->out, a->sendbuff, count * es);
+        else
+          convert_to_f32((float*)t->work, a->sendbuff, count, dt);
+        t->s = 0;
+        p->phase = RING_RS_POST;
+        break;
+      }
+      case RING_RS_POST:
+        if (t->s == w - 1) {
+          if (a->op == qcclAvg) {
+            coll_part(count, w, (r + 1) % w, &rlo, &rhi);
+            const void* own[1] = {t->work + rlo * wes};
+            reduce_kernel(t->work + rlo * wes, own, 1, rhi - rlo, wt, qcclAvg, w);
+          }
+          t->s = 0;
+          p->phase = RING_AG_POST;
+          break;
+        }
+        coll_part(count, w, (r - t->s + w) % w, &slo, &shi);
+        coll_part(count, w, (r - t->s - 1 + 2 * w) % w, &rlo, &rhi);
+        p2p_xchg_start(&t->x, c, next, t->work + slo * wes, (shi - slo) * wes, prev, t->tmp,
+                       (rhi - rlo) * wes);
+        p->phase = RING_RS_WAIT;
+        PLAN_FALLTHROUGH;
+      case RING_RS_WAIT: {
+        PLAN_TEST(p, p2p_leaf_step(&t->l, &t->x.b));
+        coll_part(count, w, (r - t->s - 1 + 2 * w) % w, &rlo, &rhi);
+        const void* srcs[2] = {t->work + rlo * wes, t->tmp};
+        reduce_kernel(t->work + rlo * wes, srcs, 2, rhi - rlo, wt,
+                      a->op == qcclAvg ? qcclSum : a->op, 0);
+        t->s++;
+        p->phase = RING_RS_POST;
+        break;
+      }
+      case RING_AG_POST:
+        if (t->s == w - 1) {
+          if (wt != dt) convert_from_f32(t->out, (const float*)t->work, count, dt);
+          return qcclSuccess;
+        }
+        coll_part(count, w, (r + 1 - t->s + w) % w, &slo, &shi);
+        coll_part(count, w, (r - t->s + w) % w, &rlo, &rhi);
+        p2p_xchg_start(&t->x, c, next, t->work + slo * wes, (shi - slo) * wes, prev,
+                       t->work + rlo * wes, (rhi - rlo) * wes);
+        p->phase = RING_AG_WAIT;
+        PLAN_FALLTHROUGH;
+      case RING_AG_WAIT:
+        PLAN_TEST(p, p2p_leaf_step(&t->l, &t->x.b));
+        t->s++;
+        p->phase = RING_AG_POST;
+        break;
+      default:
+        return QCCL_ERR(qcclInternalError, "ring allreduce: phase %d", p->phase);
+    }
   }
-  if (op == qcclAvg) {
-    coll_part(count, w, (r + 1) % w, &rlo, &rhi);
-    const void* own[1] = {work + rlo * wes};
-    reduce_kernel(work + rlo * wes, own, 1, rhi - rlo, wt, qcclAvg, w);
-  }
-  for (int s = 0; s < w - 1; s++) {
-    coll_part(count, w, (r + 1 - s + w) % w, &slo, &shi);
-    coll_part(count, w, (r - s + w) % w, &rlo, &rhi);
-    QCCL_CHECK(p2p_sendrecv(c, next, work + slo * wes, (shi - slo) * wes, prev, work + rlo * wes,
-                            (rhi - rlo) * wes));
-  }
-  if (wt != t) convert_from_f32(out, (const float*)work, count, t);
+}
+
+static const plan_ops_t ring_ops = {.name = "ring allreduce",
+                                    .progress = ring_progress,
+                                    .spin = p2p_leaf_spin,
+                                    .check = p2p_leaf_check,
+                                    .cancel = p2p_leaf_cancel};
+
+qcclResult_t flat_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  return plan_alloc(sizeof(ring_plan_t), &ring_ops, comm, a, out);
+}
+
+qcclResult_t flat_reduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  QCCL_CHECK(plan_alloc(sizeof(ring_plan_t), &ring_ops, comm, a, out));
+  ((ring_plan_t*)*out)->reduce = 1;
   return qcclSuccess;
-}
-
-qcclResult_t flat_allreduce(qcclComm_t comm, const coll_args_t* a) {
-  return flat_ring_allreduce(comm, a->sendbuff, a->recvbuff, a->count, a->datatype, a->op);
-}
-
-qcclResult_t flat_reduce(qcclComm_t comm, const coll_args_t* a) {
-  void* out = a->recvbuff;
-  if (comm->rank != a->root)
-    QCCL_CHECK(comm_scratch(comm, 1, a->count * dtype_size(a->datatype), &out));
-  return flat_ring_allreduce(comm, a->sendbuff, out, a->count, a->datatype, a->op);
 }

@@ -1,45 +1,90 @@
 /*
  * flat_reducescatter.c - ReduceScatter over point-to-point, for
- * communicators that span hosts.
+ * communicators that span hosts, and the rail stage of the two-level
+ * ReduceScatter.
  *
  * Ring: the W blocks of sendbuff are copied (widened to f32 for the narrow
  * floats) into scratch; in step s rank r sends block r-s-1 to r+1 and
  * reduces block r-s-2 received from r-1 into its copy, so after W-1 steps
  * it holds block r reduced over all ranks. Each rank sends (W-1)/W of the
  * buffer, the least a reduce-scatter can.
+ *
+ * Plan: W-1 exchanges, each posted then stepped until done; the count may
+ * change from start to start (plan_restart).
  */
-#include "collectives/coll.h"
+#include "collectives/flat.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 
-qcclResult_t flat_reducescatter(qcclComm_t comm, const coll_args_t* a) {
+typedef struct {
+  p2p_leaf_t l;
+  /* the call's */
+  char *work, *tmp;
+  int s; /* the ring step */
+  p2p_xchg_t x;
+} frs_plan_t;
+
+enum { FRS_START, FRS_POST, FRS_WAIT };
+
+static qcclResult_t frs_progress(plan_t* p) {
+  frs_plan_t* t = (frs_plan_t*)p;
+  qcclComm_t comm = p->comm;
+  const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank;
   int next = (r + 1) % w, prev = (r + w - 1) % w;
-  qcclDataType_t t = a->datatype, wt = reduce_work_type(t);
-  size_t es = dtype_size(t), wes = dtype_size(wt), n = a->count;
+  qcclDataType_t dt = a->datatype, wt = reduce_work_type(dt);
+  size_t es = dtype_size(dt), wes = dtype_size(wt), n = a->count;
   size_t block = n * wes;
-  char* work;
-  QCCL_CHECK(comm_scratch(comm, 0, block * (size_t)(w + 1) + 1, (void**)&work));
-  char* tmp = work + block * (size_t)w;
-  if (wt == t)
-    memcpy(work, a->sendbuff, n * es * (size_t)w);
-  else
-    convert_to_f32((float*)work, a->sendbuff, n * (size_t)w, t);
-  qcclRedOp_t rop = a->op == qcclAvg ? qcclSum : a->op;
-  for (int s = 0; s < w - 1; s++) {
-    int si = (r - s - 1 + 2 * w) % w, ri = (r - s - 2 + 2 * w) % w;
-    QCCL_CHECK(p2p_sendrecv(comm, next, work + (size_t)si * block, block, prev, tmp, block));
-    const void* srcs[2] = {work + (size_t)ri * block, tmp};
-    reduce_kernel(work + (size_t)ri * block, srcs, 2, n, wt, rop, 0);
+  for (;;) {
+    switch (p->phase) {
+      case FRS_START:
+        QCCL_CHECK(comm_scratch(comm, 0, block * (size_t)(w + 1) + 1, (void**)&t->work));
+        t->tmp = t->work + block * (size_t)w;
+        if (wt == dt)
+          memcpy(t->work, a->sendbuff, n * es * (size_t)w);
+        else
+          convert_to_f32((float*)t->work, a->sendbuff, n * (size_t)w, dt);
+        t->s = 0;
+        p->phase = FRS_POST;
+        PLAN_FALLTHROUGH;
+      case FRS_POST:
+        if (t->s == w - 1) {
+          char* mine = t->work + (size_t)r * block;
+          if (a->op == qcclAvg) {
+            const void* own[1] = {mine};
+            reduce_kernel(mine, own, 1, n, wt, qcclAvg, w);
+          }
+          if (wt == dt)
+            memcpy(a->recvbuff, mine, n * es);
+          else
+            convert_from_f32(a->recvbuff, (const float*)mine, n, dt);
+          return qcclSuccess;
+        }
+        p2p_xchg_start(&t->x, comm, next, t->work + (size_t)((r - t->s - 1 + 2 * w) % w) * block,
+                       block, prev, t->tmp, block);
+        p->phase = FRS_WAIT;
+        PLAN_FALLTHROUGH;
+      case FRS_WAIT: {
+        PLAN_TEST(p, p2p_leaf_step(&t->l, &t->x.b));
+        char* dst = t->work + (size_t)((r - t->s - 2 + 2 * w) % w) * block;
+        const void* srcs[2] = {dst, t->tmp};
+        reduce_kernel(dst, srcs, 2, n, wt, a->op == qcclAvg ? qcclSum : a->op, 0);
+        t->s++;
+        p->phase = FRS_POST;
+        break;
+      }
+      default:
+        return QCCL_ERR(qcclInternalError, "ring reducescatter: phase %d", p->phase);
+    }
   }
-  char* mine = work + (size_t)r * block;
-  if (a->op == qcclAvg) {
-    const void* own[1] = {mine};
-    reduce_kernel(mine, own, 1, n, wt, qcclAvg, w);
-  }
-  if (wt == t)
-    memcpy(a->recvbuff, mine, n * es);
-  else
-    convert_from_f32(a->recvbuff, (const float*)mine, n, t);
-  return qcclSuccess;
+}
+
+static const plan_ops_t frs_ops = {.name = "ring reducescatter",
+                                   .progress = frs_progress,
+                                   .spin = p2p_leaf_spin,
+                                   .check = p2p_leaf_check,
+                                   .cancel = p2p_leaf_cancel};
+
+qcclResult_t flat_reducescatter_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  return plan_alloc(sizeof(frs_plan_t), &frs_ops, comm, a, out);
 }

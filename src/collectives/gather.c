@@ -120,7 +120,7 @@ static qcclResult_t gather_progress(plan_t* p) {
 }
 
 static const plan_ops_t gather_ops = {
-    "gather", gather_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+    .name = "gather", .progress = gather_progress, .spin = plan_shm_spin, .check = plan_shm_check};
 
 qcclResult_t node_gather_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   QCCL_CHECK(plan_alloc(sizeof(gather_plan_t), &gather_ops, comm, a, out));

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "collectives/engine.h"
+#include "collectives/p2p.h"
 #include "core/log.h"
 
 typedef struct {

@@ -73,12 +73,14 @@ static int plan_matches(const plan_t* p, const coll_args_t* a) {
          p->a.op == a->op && p->a.root == a->root;
 }
 
-qcclResult_t plan_get(qcclComm_t comm, const coll_args_t* a, plan_build_fn build, plan_t** out) {
+qcclResult_t plan_get(qcclComm_t comm, const coll_args_t* a, plan_build_fn build, const void* ctx,
+                      plan_t** out) {
   plan_t** cache = comm->plans;
   int victim = -1;
   for (int i = 0; i < COMM_PLANS; i++) {
     plan_t* p = cache[i];
-    if (p != NULL && !p->busy && plan_matches(p, a)) {
+    if (p != NULL && !p->busy && plan_matches(p, a) &&
+        (p->ops->same == NULL || p->ops->same(p, ctx))) {
       p->busy = 1;
       p->used = ++comm->plans_clock;
       plan_start(p, a->sendbuff, a->recvbuff);
@@ -94,7 +96,7 @@ qcclResult_t plan_get(qcclComm_t comm, const coll_args_t* a, plan_build_fn build
     }
   }
   plan_t* p;
-  QCCL_CHECK(build(comm, a, &p));
+  QCCL_CHECK(build(comm, a, ctx, &p));
   p->busy = 1;
   if (victim >= 0) {
     plan_free(cache[victim]);
@@ -107,6 +109,14 @@ qcclResult_t plan_get(qcclComm_t comm, const coll_args_t* a, plan_build_fn build
   return qcclSuccess;
 }
 
+qcclResult_t plan_run(qcclComm_t comm, const coll_args_t* a, plan_build_fn build, const void* ctx) {
+  plan_t* p;
+  QCCL_CHECK(plan_get(comm, a, build, ctx, &p));
+  qcclResult_t r = plan_drive(p);
+  plan_put(p);
+  return r;
+}
+
 void plan_put(plan_t* p) {
   p->busy = 0;
   if (!p->cached) plan_free(p);
@@ -117,4 +127,20 @@ void plan_cache_free(qcclComm_t comm) {
     plan_free(comm->plans[i]);
     comm->plans[i] = NULL;
   }
+}
+
+uint32_t plan_seq_spin(plan_t* p) {
+  plan_seq_t* s = (plan_seq_t*)p;
+  return s->cur != NULL ? s->cur->ops->spin(s->cur) : p->comm->spin;
+}
+
+qcclResult_t plan_seq_check(plan_t* p, double idle) {
+  plan_seq_t* s = (plan_seq_t*)p;
+  return s->cur != NULL ? s->cur->ops->check(s->cur, idle) : qcclSuccess;
+}
+
+void plan_seq_cancel(plan_t* p) {
+  plan_seq_t* s = (plan_seq_t*)p;
+  if (s->cur != NULL && s->cur->ops->cancel != NULL) s->cur->ops->cancel(s->cur);
+  s->cur = NULL;
 }

@@ -58,6 +58,10 @@ typedef struct {
   /* Frees what the plan owns besides its own memory: its children, its
    * buffers (NULL: nothing). */
   void (*destroy)(plan_t* p);
+  /* For plans built from more than the call's arguments (plan_get's ctx:
+   * the quantization specs of a ZeRO++ call): whether p was built from
+   * ctx. NULL: the arguments say it all. */
+  int (*same)(const plan_t* p, const void* ctx);
 } plan_ops_t;
 
 struct plan {
@@ -105,6 +109,13 @@ static inline void plan_start(plan_t* p, const void* sendbuff, void* recvbuff) {
   p->phase = 0;
 }
 
+/* As plan_start for a plan that serves as a composition's stage, whose
+ * count changes from one start to the next (plans that allow it say so). */
+static inline void plan_restart(plan_t* p, const void* sendbuff, void* recvbuff, size_t count) {
+  p->a.count = count;
+  plan_start(p, sendbuff, recvbuff);
+}
+
 /* Steps child as part of parent: the child's progress counts as the
  * parent's. */
 static inline qcclResult_t plan_step(plan_t* parent, plan_t* child) {
@@ -114,18 +125,45 @@ static inline qcclResult_t plan_step(plan_t* parent, plan_t* child) {
   return r;
 }
 
+/* The head of a composition that steps one child at a time (a sequence of
+ * stages and local compute: the two-level rooted calls, the ZeRO++
+ * calls); cur is the child in progress. */
+typedef struct {
+  plan_t p;
+  plan_t* cur;
+} plan_seq_t;
+
+/* Steps child as the sequence's current stage: qcclSuccess once it ended
+ * (a PLAN_TEST of the sequence's step). */
+static inline qcclResult_t plan_seq_step(plan_seq_t* s, plan_t* child) {
+  s->cur = child;
+  qcclResult_t r = plan_step(&s->p, child);
+  if (r == qcclSuccess) s->cur = NULL;
+  return r;
+}
+
+/* The spin, slow check and cancel of a plan_seq_t: its current child's. */
+uint32_t plan_seq_spin(plan_t* p);
+qcclResult_t plan_seq_check(plan_t* p, double idle);
+void plan_seq_cancel(plan_t* p);
+
 /* Drives p to its end on this thread: steps it, polls while it waits
  * (spin, then yield, then nap: core/wait.h), and runs its slow check every
  * ~20 ms of idling. A failed plan is cancelled before its error returns. */
 qcclResult_t plan_drive(plan_t* p);
 
-/* Builds the plan of call a on comm (the selection's, or an algorithm's
- * own init). */
-typedef qcclResult_t (*plan_build_fn)(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+/* Builds the plan of call a on comm (the selection's, a family's), from
+ * ctx too where the call has more to it (NULL for the plain ones). */
+typedef qcclResult_t (*plan_build_fn)(qcclComm_t comm, const coll_args_t* a, const void* ctx,
+                                      plan_t** out);
 
-/* The plan of call a on comm from its cache, built by build on a miss, and
- * marked busy until plan_put; its buffers are a's. */
-qcclResult_t plan_get(qcclComm_t comm, const coll_args_t* a, plan_build_fn build, plan_t** out);
+/* The plan of call a (and ctx) on comm from its cache, built by build on a
+ * miss, and marked busy until plan_put; its buffers are a's. */
+qcclResult_t plan_get(qcclComm_t comm, const coll_args_t* a, plan_build_fn build, const void* ctx,
+                      plan_t** out);
+
+/* plan_get, plan_drive, plan_put: a call of one plan on this thread. */
+qcclResult_t plan_run(qcclComm_t comm, const coll_args_t* a, plan_build_fn build, const void* ctx);
 void plan_put(plan_t* p);
 
 /* Frees comm's cache (comm_free). */

@@ -147,7 +147,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
 }
 
 static const plan_ops_t reduce_ops = {
-    "reduce", reduce_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+    .name = "reduce", .progress = reduce_progress, .spin = plan_shm_spin, .check = plan_shm_check};
 
 qcclResult_t node_reduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   QCCL_CHECK(plan_alloc(sizeof(reduce_plan_t), &reduce_ops, comm, a, out));

@@ -121,8 +121,10 @@ static qcclResult_t rs_progress(plan_t* p) {
   }
 }
 
-static const plan_ops_t rs_ops = {"reducescatter", rs_progress, plan_shm_spin,
-                                  plan_shm_check,  NULL,        NULL};
+static const plan_ops_t rs_ops = {.name = "reducescatter",
+                                  .progress = rs_progress,
+                                  .spin = plan_shm_spin,
+                                  .check = plan_shm_check};
 
 qcclResult_t node_reducescatter_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   QCCL_CHECK(plan_alloc(sizeof(rs_plan_t), &rs_ops, comm, a, out));

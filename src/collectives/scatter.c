@@ -120,8 +120,10 @@ static qcclResult_t scatter_progress(plan_t* p) {
   }
 }
 
-static const plan_ops_t scatter_ops = {
-    "scatter", scatter_progress, plan_shm_spin, plan_shm_check, NULL, NULL};
+static const plan_ops_t scatter_ops = {.name = "scatter",
+                                       .progress = scatter_progress,
+                                       .spin = plan_shm_spin,
+                                       .check = plan_shm_check};
 
 qcclResult_t node_scatter_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   QCCL_CHECK(plan_alloc(sizeof(scatter_plan_t), &scatter_ops, comm, a, out));

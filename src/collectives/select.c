@@ -9,8 +9,10 @@
  * plans are cached by collective, count, type, op and root), and logged
  * at INFO when it is made.
  */
-#include "collectives/coll.h"
+#include "collectives/flat.h"
+#include "collectives/hier.h"
 #include "collectives/node.h"
+#include "collectives/select.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
@@ -41,14 +43,6 @@ static qcclResult_t select_node(qcclComm_t comm, const coll_args_t* a, plan_t** 
   }
 }
 
-qcclResult_t node_run(qcclComm_t comm, const coll_args_t* a) {
-  plan_t* p;
-  QCCL_CHECK(plan_get(comm, a, select_node, &p));
-  qcclResult_t r = plan_drive(p);
-  plan_put(p);
-  return r;
-}
-
 /* Communicators that span hosts: two-level where the hosts hold equal
  * numbers of ranks (but Reduce of a narrow float, which its stages would
  * round twice), else the flat algorithms over point-to-point. QCCL_ALGO
@@ -72,30 +66,36 @@ static int coll_pick_hier(qcclComm_t comm, const coll_args_t* a) {
   return hier;
 }
 
-static qcclResult_t coll_run_flat(qcclComm_t comm, const coll_args_t* a) {
+/* The algorithm across hosts. */
+static qcclResult_t select_hosts(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   int hier = coll_pick_hier(comm, a);
   switch (a->kind) {
     case COLL_ALLREDUCE:
-      return hier ? hier_allreduce(comm, a) : flat_allreduce(comm, a);
+      return hier ? hier_allreduce_plan(comm, a, out) : flat_allreduce_plan(comm, a, out);
     case COLL_BROADCAST:
-      return hier ? hier_broadcast(comm, a) : flat_broadcast(comm, a);
+      return hier ? hier_broadcast_plan(comm, a, out) : flat_broadcast_plan(comm, a, out);
     case COLL_REDUCE:
-      return hier ? hier_reduce(comm, a) : flat_reduce(comm, a);
+      return hier ? hier_reduce_plan(comm, a, out) : flat_reduce_plan(comm, a, out);
     case COLL_ALLGATHER:
-      return hier ? hier_allgather(comm, a) : flat_allgather(comm, a);
+      return hier ? hier_allgather_plan(comm, a, out) : flat_allgather_plan(comm, a, out);
     case COLL_REDUCESCATTER:
-      return hier ? hier_reducescatter(comm, a) : flat_reducescatter(comm, a);
+      return hier ? hier_reducescatter_plan(comm, a, out) : flat_reducescatter_plan(comm, a, out);
     case COLL_ALLTOALL:
-      return flat_alltoall(comm, a);
+      return flat_alltoall_plan(comm, a, out);
     case COLL_GATHER:
-      return flat_gather(comm, a);
+      return flat_gather_plan(comm, a, out);
     case COLL_SCATTER:
-      return flat_scatter(comm, a);
+      return flat_scatter_plan(comm, a, out);
     case COLL_BARRIER:
-      return flat_barrier(comm);
+      return flat_barrier_plan(comm, a, out);
     default:
-      return QCCL_ERR(qcclInternalError, "coll_run: kind %d is not a collective", (int)a->kind);
+      return QCCL_ERR(qcclInternalError, "select: kind %d is not a collective", (int)a->kind);
   }
+}
+
+qcclResult_t select_plan(qcclComm_t comm, const coll_args_t* a, const void* ctx, plan_t** out) {
+  (void)ctx;
+  return comm->nnodes > 1 ? select_hosts(comm, a, out) : select_node(comm, a, out);
 }
 
 /* The counter slot of each kind. */
@@ -122,8 +122,7 @@ qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
   qcclResult_t r = qcclSuccess;
   /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
    * be NULL) */
-  if (a->count > 0 || a->kind == COLL_BARRIER)
-    r = comm->nnodes > 1 ? coll_run_flat(comm, a) : node_run(comm, a);
+  if (a->count > 0 || a->kind == COLL_BARRIER) r = plan_run(comm, a, select_plan, NULL);
   coll_stats_leave(comm, prev);
   return comm_fail(comm, r);
 }

@@ -5,55 +5,71 @@
  * inline), the quantized chunks are all-gathered as bytes, and every rank
  * dequantizes the W chunks into the output type, its own included, so the
  * result is the same on every rank. Across hosts of equal size the gather
- * is two-level and pipelined (below): the rail ring of one segment runs on
- * the rail thread while the node gather and the dequantization of the
- * previous one run on the caller's. Otherwise (one host, unequal hosts, L
- * = 1) one chunk goes through the communicator's plain all-gather (the
- * shared segment; the ring over UCX). Cost: the plain all-gather's bytes
+ * is two-level and pipelined (below): the rail ring of one segment is
+ * stepped beside the node gather and the dequantization of the previous
+ * one. Otherwise (one host, unequal hosts, L = 1) one chunk goes through
+ * the communicator's plain all-gather (the shared segment; the ring over
+ * UCX). Cost: the plain all-gather's bytes
  * with C = quant_chunk_bytes(n) instead of n x element size (int8 from
  * bf16: 1/2 + 2/B of the bytes, int4: 1/4 + 2/B), one quantization of n
  * and W dequantizations of n elements per rank.
  * Stochastic rounding is keyed by (seed, rank, global element index).
  * With an hpZ shard, this rank's slice of the result is then copied (or
  * quantized) into it (secondary.c).
+ *
+ * Plans: a sequence (quantize, the plain all-gather's plan, dequantize,
+ * fill the shard) whose gather is, across hosts of equal size, the
+ * pipeline below (its stages: local quantization, a ring leaf on the
+ * rail, the node's all-gather plan, local dequantization).
  */
 #include <string.h>
 
-#include "collectives/coll.h"
+#include "collectives/flat.h"
 #include "collectives/hier_pipe.h"
+#include "collectives/node.h"
+#include "collectives/p2p.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "collectives/zeropp/zpp.h"
 
 /* ---- two-level, pipelined (hosts of L > 1 ranks each, comm->rail) ----
  * The shard is cut into segments of whole blocks (8 x QCCL_ZERO_PIECE
- * elements), each its own chunk (the
- * codes are those of the one-chunk form: blocks are independent). For
- * segment k, on hier_pipe's schedule: pre(k) quantizes this rank's segment
- * into its slot; rail(k), on the rail thread, rings the chunk among the
- * ranks of equal local index (each host's link carries what the others
- * lack, once); post(k) all-gathers the N chunks each rank holds inside the
- * node (shared memory) and dequantizes the W chunks of the segment, while
- * the rail thread moves segment k+1. Slot of rank (host n, local l) in a
- * segment's region: l N + n, so each rank's N chunks are contiguous. */
+ * elements), each its own chunk (the codes are those of the one-chunk
+ * form: blocks are independent). For segment k: pre(k) quantizes this
+ * rank's segment into its slot; rail(k) rings the chunk among the ranks of
+ * equal local index (each host's link carries what the others lack,
+ * once); post(k) all-gathers the N chunks each rank holds inside the node
+ * (shared memory), and its done hook dequantizes the W chunks of the
+ * segment, while the ring of segment k+1 moves. Slot of rank (host n,
+ * local l) in a segment's region: l N + n, so each rank's N chunks are
+ * contiguous. */
 
+typedef struct agq_pipe agq_pipe_t;
+
+/* The rail ring of segment k (a leaf on the rail). */
 typedef struct {
-  qcclComm_t comm;
+  p2p_leaf_t l;
+  agq_pipe_t* h;
+  int k, s;
+  p2p_xchg_t x;
+} agq_ring_t;
+
+struct agq_pipe {
+  hier_pipe_t hp;
   quant_isa_t isa;
   quant_params_t p;
-  const char* send;
-  char* recv;
-  qcclDataType_t dt;
-  size_t count, seg;
+  size_t seg;
   int N, L, me_node, me_local;
-  char* buf;     /* the regions, one per segment */
   size_t region; /* bytes of a region (W chunks of a full segment) */
-  const topo_rankmap_t* map;
-} agq_pipe_t;
+  agq_ring_t* ring;
+  plan_t* node; /* the node's all-gather, restarted per segment */
+  char* buf;    /* the call's: the regions, one per segment */
+};
 
 static void agq_extent(const agq_pipe_t* h, int k, size_t* off, size_t* m, size_t* cb) {
+  size_t count = h->hp.p.a.count;
   *off = (size_t)k * h->seg;
-  *m = h->count - *off < h->seg ? h->count - *off : h->seg;
+  *m = count - *off < h->seg ? count - *off : h->seg;
   *cb = quant_chunk_bytes(&h->p, *m);
 }
 
@@ -61,103 +77,223 @@ static char* agq_slot(const agq_pipe_t* h, int k, int n, int l, size_t cb) {
   return h->buf + (size_t)k * h->region + ((size_t)l * (size_t)h->N + (size_t)n) * cb;
 }
 
-static qcclResult_t agq_pre(void* arg, int k) {
-  agq_pipe_t* h = arg;
+static qcclResult_t agq_start(hier_pipe_t* hp) {
+  agq_pipe_t* h = (agq_pipe_t*)hp;
+  return zpp_scratch(hp->p.comm, 0, h->region * (size_t)hp->nsegs, (void**)&h->buf);
+}
+
+static qcclResult_t agq_pre(hier_pipe_t* hp, int k, plan_t** child) {
+  agq_pipe_t* h = (agq_pipe_t*)hp;
+  const coll_args_t* a = &hp->p.a;
   size_t off, m, cb;
   agq_extent(h, k, &off, &m, &cb);
   quant_params_t p = h->p;
-  p.index0 = (uint64_t)h->comm->rank * h->count + off;
-  return quant_quantize(h->isa, &p, h->send + off * dtype_size(h->dt), h->dt, m,
-                        agq_slot(h, k, h->me_node, h->me_local, cb));
+  p.index0 = (uint64_t)hp->p.comm->rank * a->count + off;
+  *child = NULL;
+  return quant_quantize(h->isa, &p, (const char*)a->sendbuff + off * dtype_size(a->datatype),
+                        a->datatype, m, agq_slot(h, k, h->me_node, h->me_local, cb));
 }
 
-static qcclResult_t agq_rail(void* arg, int k) {
-  agq_pipe_t* h = arg;
-  qcclComm_t rail = h->comm->rail;
+enum { AGQ_RING_START, AGQ_RING_POST, AGQ_RING_WAIT };
+
+static qcclResult_t agq_ring_progress(plan_t* p) {
+  agq_ring_t* t = (agq_ring_t*)p;
+  agq_pipe_t* h = t->h;
   int N = h->N, me = h->me_node, l = h->me_local; /* rail rank = host */
   size_t off, m, cb;
-  agq_extent(h, k, &off, &m, &cb);
-  for (int s = 0; s < N - 1; s++) {
-    int si = (me - s + N) % N, ri = (me - s - 1 + N) % N;
-    QCCL_CHECK(p2p_sendrecv(rail, (me + 1) % N, agq_slot(h, k, si, l, cb), cb, (me + N - 1) % N,
-                            agq_slot(h, k, ri, l, cb), cb));
+  agq_extent(h, t->k, &off, &m, &cb);
+  for (;;) {
+    switch (p->phase) {
+      case AGQ_RING_START:
+        t->s = 0;
+        p->phase = AGQ_RING_POST;
+        PLAN_FALLTHROUGH;
+      case AGQ_RING_POST: {
+        if (t->s == N - 1) return qcclSuccess;
+        int si = (me - t->s + N) % N, ri = (me - t->s - 1 + N) % N;
+        p2p_xchg_start(&t->x, p->comm, (me + 1) % N, agq_slot(h, t->k, si, l, cb), cb,
+                       (me + N - 1) % N, agq_slot(h, t->k, ri, l, cb), cb);
+        p->phase = AGQ_RING_WAIT;
+        PLAN_FALLTHROUGH;
+      }
+      case AGQ_RING_WAIT:
+        PLAN_TEST(p, p2p_leaf_step(&t->l, &t->x.b));
+        t->s++;
+        p->phase = AGQ_RING_POST;
+        break;
+      default:
+        return QCCL_ERR(qcclInternalError, "AllGatherQ ring: phase %d", p->phase);
+    }
   }
+}
+
+static const plan_ops_t agq_ring_ops = {.name = "AllGatherQ ring",
+                                        .progress = agq_ring_progress,
+                                        .spin = p2p_leaf_spin,
+                                        .check = p2p_leaf_check,
+                                        .cancel = p2p_leaf_cancel};
+
+static qcclResult_t agq_rail(hier_pipe_t* hp, int k, plan_t** child) {
+  agq_pipe_t* h = (agq_pipe_t*)hp;
+  h->ring->k = k;
+  plan_start(&h->ring->l.p, NULL, NULL);
+  *child = &h->ring->l.p;
   return qcclSuccess;
 }
 
-static qcclResult_t agq_post(void* arg, int k) {
-  agq_pipe_t* h = arg;
-  size_t off, m, cb, es = dtype_size(h->dt);
+static qcclResult_t agq_post(hier_pipe_t* hp, int k, plan_t** child) {
+  agq_pipe_t* h = (agq_pipe_t*)hp;
+  size_t off, m, cb;
   agq_extent(h, k, &off, &m, &cb);
-  size_t run = (size_t)h->N * cb;
-  char* mine = agq_slot(h, k, 0, h->me_local, cb);
-  coll_args_t a = {COLL_ALLGATHER, mine, agq_slot(h, k, 0, 0, cb), run, qcclUint8, qcclSum, -1};
-  QCCL_CHECK(coll_run(h->comm->node, &a));
+  plan_restart(h->node, agq_slot(h, k, 0, h->me_local, cb), agq_slot(h, k, 0, 0, cb),
+               (size_t)h->N * cb);
+  hier_stage_child(hp, h->node);
+  *child = h->node;
+  return qcclSuccess;
+}
+
+static qcclResult_t agq_post_done(hier_pipe_t* hp, int k) {
+  agq_pipe_t* h = (agq_pipe_t*)hp;
+  const coll_args_t* a = &hp->p.a;
+  size_t off, m, cb, es = dtype_size(a->datatype);
+  agq_extent(h, k, &off, &m, &cb);
+  const topo_rankmap_t* map = hp->p.comm->rankmap;
   for (int l = 0; l < h->L; l++)
     for (int n = 0; n < h->N; n++) {
-      size_t r = (size_t)topo_rankmap_rank_at(h->map, n, l); /* nodes are equal here */
-      QCCL_CHECK(quant_dequantize(h->isa, &h->p, agq_slot(h, k, n, l, cb), m, h->dt,
-                                  h->recv + (r * h->count + off) * es));
+      size_t r = (size_t)topo_rankmap_rank_at(map, n, l); /* nodes are equal here */
+      QCCL_CHECK(quant_dequantize(h->isa, &h->p, agq_slot(h, k, n, l, cb), m, a->datatype,
+                                  (char*)a->recvbuff + (r * a->count + off) * es));
     }
   return qcclSuccess;
 }
 
-static qcclResult_t agq_two_level(qcclComm_t comm, quant_isa_t isa, const quant_params_t* p,
-                                  const void* send, void* recv, size_t count, qcclDataType_t dt) {
-  agq_pipe_t h;
-  memset(&h, 0, sizeof h);
-  h.comm = comm;
-  h.isa = isa;
-  h.p = *p;
-  h.send = send;
-  h.recv = recv;
-  h.dt = dt;
-  h.count = count;
+static void agq_pipe_destroy(hier_pipe_t* hp) {
+  agq_pipe_t* h = (agq_pipe_t*)hp;
+  plan_free(&h->ring->l.p);
+  plan_free(h->node);
+}
+
+static const hier_pipe_ops_t agq_pipe_ops = {.name = "AllGatherQ two-level",
+                                             .pre = agq_pre,
+                                             .rail = agq_rail,
+                                             .post = agq_post,
+                                             .post_done = agq_post_done,
+                                             .start = agq_start,
+                                             .destroy = agq_pipe_destroy};
+
+/* The pipeline of call a under p (this rank's spec) on comm. */
+static qcclResult_t agq_pipe_plan(qcclComm_t comm, const coll_args_t* a, quant_isa_t isa,
+                                  const quant_params_t* p, plan_t** out) {
+  hier_pipe_t* hp;
+  QCCL_CHECK(hier_pipe_plan(sizeof(agq_pipe_t), &agq_pipe_ops, comm, a, &hp));
+  agq_pipe_t* h = (agq_pipe_t*)hp;
+  h->isa = isa;
+  h->p = *p;
   /* 8 pieces of qgZ (1 M elements by default), whole blocks */
   size_t piece;
-  QCCL_CHECK(zpp_env_piece(&piece));
-  h.seg = (8 * piece + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
-  h.map = comm->rankmap;
-  h.N = h.map->nnodes;
-  h.L = h.map->max_size;
-  h.me_node = h.map->node_of[comm->rank];
-  h.me_local = h.map->local_rank[comm->rank];
-  int nsegs = (int)((count + h.seg - 1) / h.seg);
-  h.region = (size_t)comm->nranks * quant_chunk_bytes(p, count < h.seg ? count : h.seg);
-  QCCL_CHECK(zpp_scratch(comm, 0, h.region * (size_t)nsegs, (void**)&h.buf));
-  hier_pipe_ops_t ops = {&h, nsegs, agq_pre, agq_rail, agq_post};
-  return hier_pipe_run(comm, &ops);
+  qcclResult_t r = zpp_env_piece(&piece);
+  const topo_rankmap_t* map = comm->rankmap;
+  h->seg = (8 * piece + (size_t)p->block - 1) / (size_t)p->block * (size_t)p->block;
+  h->N = map->nnodes;
+  h->L = map->max_size;
+  h->me_node = map->node_of[comm->rank];
+  h->me_local = map->local_rank[comm->rank];
+  hp->nsegs = (int)((a->count + h->seg - 1) / h->seg);
+  h->region = (size_t)comm->nranks * quant_chunk_bytes(p, a->count < h->seg ? a->count : h->seg);
+  coll_args_t node = {COLL_ALLGATHER, NULL, NULL, 0, qcclUint8, qcclSum, -1};
+  if (r == qcclSuccess)
+    r = plan_alloc(sizeof(agq_ring_t), &agq_ring_ops, comm->rail, NULL, (plan_t**)&h->ring);
+  if (r == qcclSuccess) r = node_allgather_plan(comm->node, &node, &h->node);
+  if (r != qcclSuccess) {
+    plan_free(&hp->p);
+    return r;
+  }
+  h->ring->h = h;
+  *out = &hp->p;
+  return qcclSuccess;
 }
 
-qcclResult_t zpp_allgather_q(qcclComm_t comm, const void* send, void* recv, size_t count,
-                             qcclDataType_t dt, const quant_params_t* q, struct qcclSecondary* sec,
-                             unsigned long long gen) {
-  size_t w = (size_t)comm->nranks, es = dtype_size(dt), r = (size_t)comm->rank;
-  if (q == NULL) {
-    coll_args_t a = {COLL_ALLGATHER, send, recv, count, dt, qcclSum, -1};
-    QCCL_CHECK(coll_run(comm, &a));
-  } else {
-    quant_isa_t isa;
-    QCCL_CHECK(zpp_isa(&isa));
-    quant_params_t p = *q;
-    p.rank = (uint32_t)r;
-    p.index0 = (uint64_t)r * count;
-    if (comm->nnodes > 1 && comm->rail != NULL && comm->rankmap->equal) {
-      QCCL_CHECK(agq_two_level(comm, isa, &p, send, recv, count, dt));
-      if (sec != NULL) QCCL_CHECK(zpp_secondary_fill(sec, recv, gen));
+/* ---- the call ---- */
+
+typedef struct {
+  zpp_plan_t z;
+  quant_isa_t isa;
+  quant_params_t p; /* the spec, with this rank's stochastic-rounding key */
+  size_t cb;        /* one level: bytes of a quantized chunk */
+  plan_t* gather;   /* the plain all-gather of the data (plain), of the chunks
+                     * (one level), or the two-level pipeline */
+  int pipe;
+  char* buf; /* the call's: one level, the W chunks */
+} agq_plan_t;
+
+enum { AGQ_START, AGQ_GATHER };
+
+static qcclResult_t agq_progress(plan_t* pp) {
+  agq_plan_t* t = (agq_plan_t*)pp;
+  qcclComm_t comm = pp->comm;
+  const coll_args_t* a = &pp->a;
+  size_t w = (size_t)comm->nranks, r = (size_t)comm->rank, es = dtype_size(a->datatype);
+  switch (pp->phase) {
+    case AGQ_START:
+      if (t->z.key.plain || t->pipe) {
+        plan_start(t->gather, a->sendbuff, a->recvbuff);
+      } else {
+        QCCL_CHECK(zpp_scratch(comm, 0, t->cb * w, (void**)&t->buf));
+        QCCL_CHECK(
+            quant_quantize(t->isa, &t->p, a->sendbuff, a->datatype, a->count, t->buf + r * t->cb));
+        plan_start(t->gather, t->buf + r * t->cb, t->buf);
+      }
+      pp->phase = AGQ_GATHER;
+      PLAN_FALLTHROUGH;
+    case AGQ_GATHER:
+      PLAN_TEST(pp, plan_seq_step(&t->z.s, t->gather));
+      if (!t->z.key.plain && !t->pipe)
+        for (size_t j = 0; j < w; j++)
+          QCCL_CHECK(quant_dequantize(t->isa, &t->p, t->buf + j * t->cb, a->count, a->datatype,
+                                      (char*)a->recvbuff + j * a->count * es));
+      if (t->z.sec != NULL) QCCL_CHECK(zpp_secondary_fill(t->z.sec, a->recvbuff, t->z.gen));
       return qcclSuccess;
-    }
-    size_t cb = quant_chunk_bytes(&p, count);
-    char* buf;
-    QCCL_CHECK(zpp_scratch(comm, 0, cb * w, (void**)&buf));
-    QCCL_CHECK(quant_quantize(isa, &p, send, dt, count, buf + r * cb));
-    coll_args_t a = {COLL_ALLGATHER, buf + r * cb, buf, cb, qcclUint8, qcclSum, -1};
-    QCCL_CHECK(coll_run(comm, &a));
-    for (size_t j = 0; j < w; j++)
-      QCCL_CHECK(quant_dequantize(isa, &p, buf + j * cb, count, dt, (char*)recv + j * count * es));
   }
-  if (sec != NULL) QCCL_CHECK(zpp_secondary_fill(sec, recv, gen));
-  return qcclSuccess;
+  return QCCL_ERR(qcclInternalError, "AllGatherQ: phase %d", pp->phase);
+}
+
+static void agq_destroy(plan_t* p) {
+  plan_free(((agq_plan_t*)p)->gather);
+}
+
+static const plan_ops_t agq_ops = {.name = "AllGatherQ",
+                                   .progress = agq_progress,
+                                   .spin = plan_seq_spin,
+                                   .check = plan_seq_check,
+                                   .cancel = plan_seq_cancel,
+                                   .destroy = agq_destroy,
+                                   .same = zpp_plan_same};
+
+qcclResult_t zpp_agq_plan(qcclComm_t comm, const coll_args_t* a, const void* ctx, plan_t** out) {
+  const zpp_op_t* op = ctx;
+  QCCL_CHECK(plan_alloc(sizeof(agq_plan_t), &agq_ops, comm, a, out));
+  agq_plan_t* t = (agq_plan_t*)*out;
+  zpp_plan_init(&t->z, op);
+  size_t r = (size_t)comm->rank;
+  qcclResult_t res = qcclSuccess;
+  coll_args_t g = {COLL_ALLGATHER, NULL, NULL, a->count, a->datatype, qcclSum, -1};
+  if (!op->plain) {
+    res = zpp_isa(&t->isa);
+    t->p = op->q1;
+    t->p.rank = (uint32_t)r;
+    t->p.index0 = (uint64_t)r * a->count;
+    t->cb = quant_chunk_bytes(&t->p, a->count);
+    t->pipe = comm->nnodes > 1 && comm->rail != NULL && comm->rankmap->equal;
+    g = (coll_args_t){COLL_ALLGATHER, NULL, NULL, t->cb, qcclUint8, qcclSum, -1};
+  }
+  if (res == qcclSuccess) {
+    if (t->pipe)
+      res = agq_pipe_plan(comm, a, t->isa, &t->p, &t->gather);
+    else
+      res = zpp_plain_plan(comm, &g, &t->gather);
+  }
+  if (res != qcclSuccess) plan_free(*out);
+  return res;
 }
 
 /* Checks the arguments shared by the two gathers and fills op. */

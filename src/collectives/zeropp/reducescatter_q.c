@@ -21,13 +21,12 @@
  *      node b receives the chunk for (b, l);
  *   5. dequantize + f32 sum over the N node sums (in node order), divided
  *      by W for Avg, rounded once into the output type.
- * The pieces are pipelined (hier_pipe.c): step 4 of piece i runs on the
- * rail thread while the caller's thread runs steps 1-3 of piece i+1 and
- * step 5 of piece i-1, so the network overlaps the codec and the node's
- * shared memory. Bytes per rank: (L-1)/L x W x rc at the intra width
- * inside the node, (N-1) x rc at the inter width across (int4: 1/4 of the
- * plain fp16 reduce-scatter's (N-1) x rc x 2 bytes, plus 4/B per element of
- * scales). Any count and any N x L: tails are padded inside the chunks.
+ * The pieces are pipelined (hier_pipe.c): step 4 of piece i is stepped
+ * beside steps 1-3 of piece i+1 and step 5 of piece i-1, so the network
+ * overlaps the codec and the node's shared memory. Bytes per rank: (L-1)/L x W x rc at the intra
+ * width inside the node, (N-1) x rc at the inter width across (int4: 1/4 of the plain fp16
+ * reduce-scatter's (N-1) x rc x 2 bytes, plus 4/B per element of scales). Any count and any N x L:
+ * tails are padded inside the chunks.
  *
  * One level (one node, or nodes of unequal sizes): quantize every block
  * (intra spec on one node, inter across nodes), one all-to-all over all
@@ -37,19 +36,25 @@
  * Error (round to nearest): |y - sum x| <= sum over ranks of the intra
  * bound of their block + sum over nodes of the inter bound of the node
  * sum's block + f32 rounding of the sums (docs/ZEROPP.md).
+ *
+ * Plans: one level, a sequence of (quantize, the all-to-all's plan, sum)
+ * per piece; two-level, the pipeline whose stages are step 1 with the
+ * node's all-to-all plan and step 3 after it (pre), a leaf on the rail
+ * for step 4, and step 5 (local, post).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/coll.h"
 #include "collectives/hier_pipe.h"
+#include "collectives/node.h"
+#include "collectives/p2p.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "collectives/zeropp/zpp.h"
 
+/* Who sends what to whom, for comm: fixed by the rank map. */
 typedef struct {
-  qcclComm_t comm;
   quant_isa_t isa;
   int two;        /* two-level */
   qcclComm_t c1;  /* hop 1 */
@@ -60,15 +65,18 @@ typedef struct {
   int n, me2;     /* N and this rank's node */
   int* rail_peer; /* [n]: the peer index in c2 of node b's rank */
   quant_params_t p1, p2;
-} rsq_plan_t;
+  size_t pe; /* elements per destination in a piece (whole blocks) */
+} rsq_layout_t;
 
-/* The plan for comm; dest and rail_peer are freed by rsq_plan_free. */
-static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
-                             const quant_params_t* inter, rsq_plan_t* pl) {
+/* The layout for comm; dest and rail_peer are freed by rsq_layout_free. */
+static qcclResult_t rsq_layout(qcclComm_t comm, const quant_params_t* intra,
+                               const quant_params_t* inter, rsq_layout_t* pl) {
   memset(pl, 0, sizeof *pl);
   const topo_rankmap_t* m = comm->rankmap;
-  pl->comm = comm;
   QCCL_CHECK(zpp_isa(&pl->isa));
+  QCCL_CHECK(zpp_env_piece(&pl->pe));
+  size_t b = (size_t)intra->block;
+  pl->pe = (pl->pe + b - 1) / b * b; /* pieces hold whole blocks */
   pl->two = comm->nnodes > 1 && m->equal;
   pl->p1 = *intra;
   pl->p2 = *inter;
@@ -86,9 +94,9 @@ static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
     pl->rail_peer = malloc(sizeof *pl->rail_peer * (size_t)N);
     if (!pl->dest || !pl->rail_peer) return QCCL_ERR(qcclSystemError, "out of memory");
     for (int k = 0; k < L; k++)
-      for (int b = 0; b < N; b++) pl->dest[k * N + b] = topo_rankmap_rank_at(m, b, k);
-    for (int b = 0; b < N; b++)
-      pl->rail_peer[b] = comm->rail ? b : topo_rankmap_rank_at(m, b, pl->me1);
+      for (int d = 0; d < N; d++) pl->dest[k * N + d] = topo_rankmap_rank_at(m, d, k);
+    for (int d = 0; d < N; d++)
+      pl->rail_peer[d] = comm->rail ? d : topo_rankmap_rank_at(m, d, pl->me1);
   } else {
     pl->c1 = comm;
     pl->g = w;
@@ -103,7 +111,7 @@ static qcclResult_t rsq_plan(qcclComm_t comm, const quant_params_t* intra,
   return qcclSuccess;
 }
 
-static void rsq_plan_free(rsq_plan_t* pl) {
+static void rsq_layout_free(rsq_layout_t* pl) {
   free(pl->dest);
   free(pl->rail_peer);
 }
@@ -115,13 +123,13 @@ size_t zpp_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* 
 
 /* Step 5 (and the one-level final sum): acc = sum of the k chunks, then
  * the output. */
-static qcclResult_t rsq_final(const rsq_plan_t* pl, const quant_params_t* p,
+static qcclResult_t rsq_final(const rsq_layout_t* pl, qcclComm_t comm, const quant_params_t* p,
                               const char* const* chunks, int k, size_t pn, float* acc,
                               qcclRedOp_t op, qcclDataType_t dt, void* out) {
   memset(acc, 0, pn * sizeof *acc);
   for (int i = 0; i < k; i++) QCCL_CHECK(quant_dequantize_acc(pl->isa, p, chunks[i], pn, acc));
   if (op == qcclAvg) {
-    float w = (float)pl->comm->nranks;
+    float w = (float)comm->nranks;
     for (size_t i = 0; i < pn; i++) acc[i] = acc[i] / w;
   }
   if (dt == qcclFloat32)
@@ -132,11 +140,12 @@ static qcclResult_t rsq_final(const rsq_plan_t* pl, const quant_params_t* p,
 }
 
 /* Step 1: the g x nsub chunks of piece [po, po + pn) into s1. */
-static qcclResult_t rsq_quantize(const rsq_plan_t* pl, const char* send, size_t rc, size_t po,
-                                 size_t pn, qcclDataType_t dt, char* s1, size_t c1) {
+static qcclResult_t rsq_quantize(const rsq_layout_t* pl, qcclComm_t comm, const char* send,
+                                 size_t rc, size_t po, size_t pn, qcclDataType_t dt, char* s1,
+                                 size_t c1) {
   size_t es = dtype_size(dt);
   quant_params_t p = pl->p1;
-  p.rank = (uint32_t)pl->comm->rank;
+  p.rank = (uint32_t)comm->rank;
   for (int i = 0; i < pl->g * pl->nsub; i++) {
     size_t d = (size_t)pl->dest[i];
     p.index0 = d * rc + po;
@@ -145,176 +154,304 @@ static qcclResult_t rsq_quantize(const rsq_plan_t* pl, const char* send, size_t 
   return qcclSuccess;
 }
 
-static qcclResult_t rsq_one_level(const rsq_plan_t* pl, const char* send, char* recv, size_t rc,
-                                  qcclDataType_t dt, qcclRedOp_t op, size_t pe) {
-  size_t es = dtype_size(dt), g = (size_t)pl->g;
-  size_t c1max = quant_chunk_bytes(&pl->p1, rc < pe ? rc : pe);
-  char* mem;
-  QCCL_CHECK(zpp_scratch(pl->comm, 2, 2 * g * c1max + pe * sizeof(float), (void**)&mem));
-  char *s1 = mem, *r1 = mem + g * c1max;
-  float* acc = (float*)(mem + 2 * g * c1max);
-  const char** chunks = malloc(sizeof *chunks * g);
-  if (!chunks) return QCCL_ERR(qcclSystemError, "out of memory");
-  qcclResult_t r = qcclSuccess;
-  for (size_t po = 0; po < rc && r == qcclSuccess; po += pe) {
-    size_t pn = rc - po < pe ? rc - po : pe;
-    size_t c1 = quant_chunk_bytes(&pl->p1, pn);
-    r = rsq_quantize(pl, send, rc, po, pn, dt, s1, c1);
-    if (r != qcclSuccess) break;
-    coll_args_t a = {COLL_ALLTOALL, s1, r1, c1, qcclUint8, qcclSum, -1};
-    r = coll_run(pl->c1, &a);
-    if (r != qcclSuccess) break;
-    for (size_t k = 0; k < g; k++) chunks[k] = r1 + k * c1;
-    r = rsq_final(pl, &pl->p1, chunks, (int)g, pn, acc, op, dt, recv + po * es);
-  }
-  free(chunks);
-  return r;
-}
+/* ---- two-level: the pipeline of pieces (hier_pipe.c). pre(k) = steps 1-2
+ * (the node's all-to-all its child), its done hook step 3; rail(k) = step
+ * 4, a leaf on the rail; post(k) = step 5. Hop-2 buffers alternate (piece
+ * k uses set k % 2, which the pipeline's order frees in time: pre(k+2)
+ * runs after post(k)). */
 
-/* The two-level pipeline (hier_pipe.c): pre(k) = steps 1-3 of piece k on
- * the caller's thread (the node's shared memory), rail(k) = step 4 on the
- * rail thread (the network), post(k) = step 5 on the caller's thread. The
- * rail stage of piece k overlaps steps 1-3 of piece k+1 and step 5 of
- * piece k-1; hop-2 buffers alternate (piece k uses set k % 2, which
- * hier_pipe's order frees in time: pre(k+2) runs after post(k)). */
+typedef struct rsq_pipe rsq_pipe_t;
+
+/* Step 4 of piece k: one batch of the n-1 exchanges with the other nodes. */
 typedef struct {
-  const rsq_plan_t* pl;
-  const char* send;
-  char* recv;
-  size_t rc, pe, coded_rc, c1max, c2max;
-  qcclDataType_t dt;
-  qcclRedOp_t op;
-  float* residual;
-  char *s1, *r1, *s2[2], *r2[2];
-  float* acc;
-  const void** srcs;
+  p2p_leaf_t l;
   coll_args_t* ops;
   qcclComm_t* comms;
-} rsq_pipe_t;
+  p2p_state_t* st;
+  p2p_batch_t b;
+} rsq_rail_t;
+
+struct rsq_pipe {
+  hier_pipe_t hp;
+  zpp_plan_t* up; /* the call (its residual) */
+  const rsq_layout_t* pl;
+  size_t coded_rc, c1max, c2max;
+  plan_t* a2a; /* step 2: the node's all-to-all, restarted per piece */
+  rsq_rail_t* rail;
+  const void** srcs;
+  /* the call's */
+  char *s1, *r1, *s2[2], *r2[2];
+  float* acc;
+};
 
 static void rsq_piece(const rsq_pipe_t* h, int k, size_t* po, size_t* pn) {
-  *po = (size_t)k * h->pe;
-  *pn = h->rc - *po < h->pe ? h->rc - *po : h->pe;
+  size_t rc = h->hp.p.a.count, pe = h->pl->pe;
+  *po = (size_t)k * pe;
+  *pn = rc - *po < pe ? rc - *po : pe;
 }
 
-static qcclResult_t rsq_pre(void* arg, int k) {
-  rsq_pipe_t* h = arg;
-  const rsq_plan_t* pl = h->pl;
+static qcclResult_t rsq_pipe_start(hier_pipe_t* hp) {
+  rsq_pipe_t* h = (rsq_pipe_t*)hp;
+  const rsq_layout_t* pl = h->pl;
+  size_t g = (size_t)pl->g, ns = (size_t)pl->nsub, n = (size_t)pl->n, rc = hp->p.a.count;
+  size_t pmax = rc < pl->pe ? rc : pl->pe;
+  size_t b1 = g * ns * h->c1max, b2 = n * h->c2max;
+  char* mem;
+  QCCL_CHECK(zpp_scratch(hp->p.comm, 2, 2 * b1 + 4 * b2 + pmax * sizeof(float) + 64, (void**)&mem));
+  h->s1 = mem;
+  h->r1 = h->s1 + b1;
+  h->s2[0] = h->r1 + b1;
+  h->s2[1] = h->s2[0] + b2;
+  h->r2[0] = h->s2[1] + b2;
+  h->r2[1] = h->r2[0] + b2;
+  h->acc = (float*)(((uintptr_t)(h->r2[1] + b2) + 63) & ~(uintptr_t)63);
+  return qcclSuccess;
+}
+
+static qcclResult_t rsq_pre(hier_pipe_t* hp, int k, plan_t** child) {
+  rsq_pipe_t* h = (rsq_pipe_t*)hp;
+  const rsq_layout_t* pl = h->pl;
+  const coll_args_t* a = &hp->p.a;
+  size_t po, pn, ns = (size_t)pl->nsub;
+  rsq_piece(h, k, &po, &pn);
+  size_t c1 = quant_chunk_bytes(&pl->p1, pn);
+  /* 1-2: quantize, all-to-all inside the node */
+  QCCL_CHECK(rsq_quantize(pl, hp->p.comm, a->sendbuff, a->count, po, pn, a->datatype, h->s1, c1));
+  plan_restart(h->a2a, h->s1, h->r1, ns * c1);
+  hier_stage_child(hp, h->a2a);
+  *child = h->a2a;
+  return qcclSuccess;
+}
+
+/* 3: per destination node, sum the L sources and requantize. */
+static qcclResult_t rsq_pre_done(hier_pipe_t* hp, int k) {
+  rsq_pipe_t* h = (rsq_pipe_t*)hp;
+  const rsq_layout_t* pl = h->pl;
+  qcclComm_t comm = hp->p.comm;
   size_t po, pn, g = (size_t)pl->g, ns = (size_t)pl->nsub, n = (size_t)pl->n;
   rsq_piece(h, k, &po, &pn);
   size_t c1 = quant_chunk_bytes(&pl->p1, pn), c2 = quant_chunk_bytes(&pl->p2, pn);
   size_t msg1 = ns * c1;
-  /* 1-2: quantize, all-to-all inside the node */
-  QCCL_CHECK(rsq_quantize(pl, h->send, h->rc, po, pn, h->dt, h->s1, c1));
-  coll_args_t a = {COLL_ALLTOALL, h->s1, h->r1, msg1, qcclUint8, qcclSum, -1};
-  QCCL_CHECK(coll_run(pl->c1, &a));
-  /* 3: per destination node, sum the L sources and requantize */
   quant_params_t q2 = pl->p2;
-  q2.rank = (uint32_t)(pl->comm->nranks + pl->comm->rank);
+  q2.rank = (uint32_t)(comm->nranks + comm->rank);
   for (size_t b = 0; b < n; b++) {
     for (size_t j = 0; j < g; j++) h->srcs[j] = h->r1 + j * msg1 + b * c1;
     size_t d = (size_t)pl->dest[(size_t)pl->me1 * ns + b];
-    q2.index0 = d * h->rc + po;
-    float* res = h->residual ? h->residual + b * h->coded_rc + po : NULL;
+    q2.index0 = d * hp->p.a.count + po;
+    float* res = h->up->residual ? h->up->residual + b * h->coded_rc + po : NULL;
     QCCL_CHECK(quant_reduce_requant(pl->isa, &pl->p1, h->srcs, (int)g, pn, &q2, res,
                                     h->s2[k % 2] + b * c2));
   }
   return qcclSuccess;
 }
 
-static qcclResult_t rsq_rail(void* arg, int k) {
-  rsq_pipe_t* h = arg;
-  const rsq_plan_t* pl = h->pl;
+static qcclResult_t rsq_rail_progress(plan_t* p) {
+  rsq_rail_t* t = (rsq_rail_t*)p;
+  return p2p_leaf_step(&t->l, &t->b);
+}
+
+static const plan_ops_t rsq_rail_ops = {.name = "ReduceScatterQ rail",
+                                        .progress = rsq_rail_progress,
+                                        .spin = p2p_leaf_spin,
+                                        .check = p2p_leaf_check,
+                                        .cancel = p2p_leaf_cancel};
+
+static qcclResult_t rsq_rail(hier_pipe_t* hp, int k, plan_t** child) {
+  rsq_pipe_t* h = (rsq_pipe_t*)hp;
+  const rsq_layout_t* pl = h->pl;
+  rsq_rail_t* t = h->rail;
   size_t po, pn, n = (size_t)pl->n;
   rsq_piece(h, k, &po, &pn);
   size_t c2 = quant_chunk_bytes(&pl->p2, pn);
   int nops = 0;
   for (size_t j = 1; j < n; j++) {
     int to = (int)((pl->me2 + j) % n), from = (int)((pl->me2 + n - j) % n);
-    h->ops[nops] = (coll_args_t){
+    t->ops[nops++] = (coll_args_t){
         COLL_SEND, h->s2[k % 2] + (size_t)to * c2, NULL, c2, qcclUint8, qcclSum, pl->rail_peer[to]};
-    h->comms[nops++] = pl->c2;
-    h->ops[nops] = (coll_args_t){
+    t->ops[nops++] = (coll_args_t){
         COLL_RECV,          NULL, h->r2[k % 2] + (size_t)from * c2, c2, qcclUint8, qcclSum,
         pl->rail_peer[from]};
-    h->comms[nops++] = pl->c2;
   }
-  return nops > 0 ? p2p_run(h->ops, h->comms, nops) : qcclSuccess;
+  *child = NULL;
+  if (nops == 0) return qcclSuccess;
+  p2p_batch_start(&t->b, t->ops, t->comms, t->st, nops);
+  plan_start(&t->l.p, NULL, NULL);
+  *child = &t->l.p;
+  return qcclSuccess;
 }
 
-static qcclResult_t rsq_post(void* arg, int k) {
-  rsq_pipe_t* h = arg;
-  const rsq_plan_t* pl = h->pl;
+/* 5: the node sums into recvbuff. */
+static qcclResult_t rsq_post(hier_pipe_t* hp, int k, plan_t** child) {
+  rsq_pipe_t* h = (rsq_pipe_t*)hp;
+  const rsq_layout_t* pl = h->pl;
+  const coll_args_t* a = &hp->p.a;
   size_t po, pn, n = (size_t)pl->n;
   rsq_piece(h, k, &po, &pn);
   size_t c2 = quant_chunk_bytes(&pl->p2, pn);
   const char* chunks[n];
   for (size_t b = 0; b < n; b++)
     chunks[b] = (b == (size_t)pl->me2 ? h->s2[k % 2] : h->r2[k % 2]) + b * c2;
-  return rsq_final(pl, &pl->p2, chunks, (int)n, pn, h->acc, h->op, h->dt,
-                   h->recv + po * dtype_size(h->dt));
+  *child = NULL;
+  return rsq_final(pl, hp->p.comm, &pl->p2, chunks, (int)n, pn, h->acc, a->op, a->datatype,
+                   (char*)a->recvbuff + po * dtype_size(a->datatype));
 }
 
-static qcclResult_t rsq_two_level(const rsq_plan_t* pl, const char* send, char* recv, size_t rc,
-                                  qcclDataType_t dt, qcclRedOp_t op, size_t pe, float* residual) {
-  size_t g = (size_t)pl->g, ns = (size_t)pl->nsub, n = (size_t)pl->n;
-  size_t pmax = rc < pe ? rc : pe;
-  rsq_pipe_t h = {.pl = pl,
-                  .send = send,
-                  .recv = recv,
-                  .rc = rc,
-                  .pe = pe,
-                  .dt = dt,
-                  .op = op,
-                  .residual = residual};
-  h.coded_rc = quant_coded_elems(&pl->p2, rc);
-  h.c1max = quant_chunk_bytes(&pl->p1, pmax);
-  h.c2max = quant_chunk_bytes(&pl->p2, pmax);
-  size_t b1 = g * ns * h.c1max, b2 = n * h.c2max;
-  char* mem;
-  QCCL_CHECK(zpp_scratch(pl->comm, 2, 2 * b1 + 4 * b2 + pmax * sizeof(float) + 64, (void**)&mem));
-  h.s1 = mem;
-  h.r1 = h.s1 + b1;
-  h.s2[0] = h.r1 + b1;
-  h.s2[1] = h.s2[0] + b2;
-  h.r2[0] = h.s2[1] + b2;
-  h.r2[1] = h.r2[0] + b2;
-  h.acc = (float*)(((uintptr_t)(h.r2[1] + b2) + 63) & ~(uintptr_t)63);
-  h.srcs = malloc(sizeof *h.srcs * g);
-  h.ops = malloc(sizeof *h.ops * 2 * n);
-  h.comms = malloc(sizeof *h.comms * 2 * n);
-  qcclResult_t r;
-  if (!h.srcs || !h.ops || !h.comms) {
-    r = QCCL_ERR(qcclSystemError, "out of memory");
-  } else {
-    hier_pipe_ops_t ops = {&h, (int)((rc + pe - 1) / pe), rsq_pre, rsq_rail, rsq_post};
-    r = hier_pipe_run(pl->comm, &ops);
+static void rsq_pipe_destroy(hier_pipe_t* hp) {
+  rsq_pipe_t* h = (rsq_pipe_t*)hp;
+  plan_free(h->a2a);
+  if (h->rail != NULL) {
+    free(h->rail->ops);
+    free(h->rail->comms);
+    free(h->rail->st);
+    plan_free(&h->rail->l.p);
   }
-  free(h.srcs);
-  free(h.ops);
-  free(h.comms);
-  return r;
+  free(h->srcs);
 }
 
-qcclResult_t zpp_reducescatter_q(qcclComm_t comm, const void* send, void* recv, size_t rc,
-                                 qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
-                                 const quant_params_t* inter, float* residual) {
-  if (rc == 0) return qcclSuccess;
-  rsq_plan_t pl;
-  qcclResult_t r = rsq_plan(comm, intra, inter, &pl);
-  size_t pe = 0;
-  if (r == qcclSuccess) r = zpp_env_piece(&pe);
+static const hier_pipe_ops_t rsq_pipe_ops = {.name = "ReduceScatterQ two-level",
+                                             .pre = rsq_pre,
+                                             .pre_done = rsq_pre_done,
+                                             .rail = rsq_rail,
+                                             .post = rsq_post,
+                                             .start = rsq_pipe_start,
+                                             .destroy = rsq_pipe_destroy};
+
+static qcclResult_t rsq_pipe_plan(qcclComm_t comm, const coll_args_t* a, zpp_plan_t* up,
+                                  const rsq_layout_t* pl, plan_t** out) {
+  hier_pipe_t* hp;
+  QCCL_CHECK(hier_pipe_plan(sizeof(rsq_pipe_t), &rsq_pipe_ops, comm, a, &hp));
+  rsq_pipe_t* h = (rsq_pipe_t*)hp;
+  h->up = up;
+  h->pl = pl;
+  size_t rc = a->count, pmax = rc < pl->pe ? rc : pl->pe, n = (size_t)pl->n;
+  hp->nsegs = (int)((rc + pl->pe - 1) / pl->pe);
+  h->coded_rc = quant_coded_elems(&pl->p2, rc);
+  h->c1max = quant_chunk_bytes(&pl->p1, pmax);
+  h->c2max = quant_chunk_bytes(&pl->p2, pmax);
+  coll_args_t node = {COLL_ALLTOALL, NULL, NULL, 0, qcclUint8, qcclSum, -1};
+  qcclResult_t r = node_alltoall_plan(pl->c1, &node, &h->a2a);
+  if (r == qcclSuccess)
+    r = plan_alloc(sizeof(rsq_rail_t), &rsq_rail_ops, pl->c2, NULL, (plan_t**)&h->rail);
+  h->srcs = malloc(sizeof *h->srcs * (size_t)pl->g);
   if (r == qcclSuccess) {
-    size_t b = (size_t)intra->block;
-    pe = (pe + b - 1) / b * b; /* pieces hold whole blocks */
-    QCCL_TRACE(LOG_ZERO, "ReduceScatterQ %zu x %s: %s, pieces of %zu", rc, dtype_name(dt),
-               pl.two ? "two-level" : "one level", pe);
-    if (pl.two)
-      r = rsq_two_level(&pl, send, recv, rc, dt, op, pe, residual);
+    h->rail->ops = malloc(sizeof *h->rail->ops * 2 * n);
+    h->rail->comms = malloc(sizeof *h->rail->comms * 2 * n);
+    h->rail->st = malloc(sizeof *h->rail->st * 2 * n);
+    if (!h->srcs || !h->rail->ops || !h->rail->comms || !h->rail->st)
+      r = QCCL_ERR(qcclSystemError, "out of memory");
     else
-      r = rsq_one_level(&pl, send, recv, rc, dt, op, pe);
+      for (size_t i = 0; i < 2 * n; i++) h->rail->comms[i] = pl->c2;
   }
-  rsq_plan_free(&pl);
+  if (r != qcclSuccess) {
+    plan_free(&hp->p);
+    return r;
+  }
+  *out = &hp->p;
+  return qcclSuccess;
+}
+
+/* ---- the call ---- */
+
+typedef struct {
+  zpp_plan_t z;
+  rsq_layout_t pl;
+  plan_t* sub; /* two-level: the pipeline; one level: the all-to-all */
+  /* one level, the call's */
+  size_t po;
+  char *s1, *r1;
+  float* acc;
+  const char** chunks;
+} rsq_plan_t;
+
+enum { RSQ_START, RSQ_PIECE, RSQ_A2A, RSQ_PIPE };
+
+static qcclResult_t rsq_progress(plan_t* p) {
+  rsq_plan_t* t = (rsq_plan_t*)p;
+  const rsq_layout_t* pl = &t->pl;
+  const coll_args_t* a = &p->a;
+  size_t es = dtype_size(a->datatype), g = (size_t)pl->g, rc = a->count, pe = pl->pe;
+  size_t pn = rc - t->po < pe ? rc - t->po : pe;
+  for (;;) {
+    switch (p->phase) {
+      case RSQ_START:
+        if (pl->two) {
+          plan_start(t->sub, a->sendbuff, a->recvbuff);
+          p->phase = RSQ_PIPE;
+          break;
+        }
+        {
+          size_t c1max = quant_chunk_bytes(&pl->p1, rc < pe ? rc : pe);
+          char* mem;
+          QCCL_CHECK(zpp_scratch(p->comm, 2, 2 * g * c1max + pe * sizeof(float), (void**)&mem));
+          t->s1 = mem;
+          t->r1 = mem + g * c1max;
+          t->acc = (float*)(mem + 2 * g * c1max);
+        }
+        t->po = 0;
+        p->phase = RSQ_PIECE;
+        PLAN_FALLTHROUGH;
+      case RSQ_PIECE: {
+        if (t->po >= rc) return qcclSuccess;
+        pn = rc - t->po < pe ? rc - t->po : pe;
+        size_t c1 = quant_chunk_bytes(&pl->p1, pn);
+        QCCL_CHECK(rsq_quantize(pl, p->comm, a->sendbuff, rc, t->po, pn, a->datatype, t->s1, c1));
+        plan_restart(t->sub, t->s1, t->r1, c1);
+        p->phase = RSQ_A2A;
+        PLAN_FALLTHROUGH;
+      }
+      case RSQ_A2A: {
+        PLAN_TEST(p, plan_seq_step(&t->z.s, t->sub));
+        size_t c1 = quant_chunk_bytes(&pl->p1, pn);
+        for (size_t k = 0; k < g; k++) t->chunks[k] = t->r1 + k * c1;
+        QCCL_CHECK(rsq_final(pl, p->comm, &pl->p1, t->chunks, (int)g, pn, t->acc, a->op,
+                             a->datatype, (char*)a->recvbuff + t->po * es));
+        t->po += pe;
+        p->phase = RSQ_PIECE;
+        break;
+      }
+      case RSQ_PIPE:
+        PLAN_TEST(p, plan_seq_step(&t->z.s, t->sub));
+        return qcclSuccess;
+      default:
+        return QCCL_ERR(qcclInternalError, "ReduceScatterQ: phase %d", p->phase);
+    }
+  }
+}
+
+static void rsq_destroy(plan_t* p) {
+  rsq_plan_t* t = (rsq_plan_t*)p;
+  plan_free(t->sub);
+  free(t->chunks);
+  rsq_layout_free(&t->pl);
+}
+
+static const plan_ops_t rsq_ops = {.name = "ReduceScatterQ",
+                                   .progress = rsq_progress,
+                                   .spin = plan_seq_spin,
+                                   .check = plan_seq_check,
+                                   .cancel = plan_seq_cancel,
+                                   .destroy = rsq_destroy,
+                                   .same = zpp_plan_same};
+
+qcclResult_t zpp_rsq_plan(qcclComm_t comm, const coll_args_t* a, const void* ctx, plan_t** out) {
+  const zpp_op_t* op = ctx;
+  QCCL_CHECK(plan_alloc(sizeof(rsq_plan_t), &rsq_ops, comm, a, out));
+  rsq_plan_t* t = (rsq_plan_t*)*out;
+  zpp_plan_init(&t->z, op);
+  qcclResult_t r = rsq_layout(comm, &op->q1, &op->q2, &t->pl);
+  if (r == qcclSuccess) {
+    QCCL_TRACE(LOG_ZERO, "ReduceScatterQ %zu x %s: %s, pieces of %zu", a->count,
+               dtype_name(a->datatype), t->pl.two ? "two-level" : "one level", t->pl.pe);
+    if (t->pl.two) {
+      r = rsq_pipe_plan(comm, a, &t->z, &t->pl, &t->sub);
+    } else {
+      coll_args_t x = {COLL_ALLTOALL, NULL, NULL, 0, qcclUint8, qcclSum, -1};
+      r = zpp_plain_plan(comm, &x, &t->sub);
+      t->chunks = malloc(sizeof *t->chunks * (size_t)t->pl.g);
+      if (r == qcclSuccess && t->chunks == NULL) r = QCCL_ERR(qcclSystemError, "out of memory");
+    }
+  }
+  if (r != qcclSuccess) plan_free(*out);
   return r;
 }
 

@@ -21,6 +21,7 @@
 
 #include "collectives/check.h"
 #include "collectives/coll.h"
+#include "collectives/plan.h"
 #include "core/stream.h"
 #include "quant/quant.h"
 #include "topology/rankmap.h"
@@ -113,13 +114,42 @@ qcclResult_t zpp_run_ops(zpp_op_t* const* ops, int n);
  * copy. */
 qcclResult_t zpp_submit(qcclComm_t comm, const zpp_op_t* op);
 
-/* ---- the algorithms ---- */
+/* ---- the algorithms: compositions (plan.h) ---- */
 
-/* qwZ: all-gather of count elements per rank quantized under q (or plain
- * with q NULL) into recv; fills sec (if not NULL) with generation gen. */
-qcclResult_t zpp_allgather_q(qcclComm_t comm, const void* send, void* recv, size_t count,
-                             qcclDataType_t dt, const quant_params_t* q, struct qcclSecondary* sec,
-                             unsigned long long gen);
+/* The head of every ZeRO++ call's plan: a sequence of stages (plan_seq_t),
+ * the call it was built for (key: kind, count, type, op and specs; its
+ * buffers aside), and what a call brings besides its buffers, set by the
+ * runner before each start. */
+typedef struct {
+  plan_seq_t s;
+  zpp_op_t key;
+  float* residual;           /* RSQ / ARQ: the error-feedback residual, or NULL */
+  struct qcclSecondary* sec; /* AGQ: the hpZ shard to fill, or NULL */
+  unsigned long long gen;
+} zpp_plan_t;
+
+/* The plan arguments of a call (the key of the communicator's plan cache):
+ * its kind numbered after the plain ones. */
+coll_args_t zpp_plan_args(const zpp_op_t* op);
+void zpp_plan_init(zpp_plan_t* z, const zpp_op_t* op);
+/* plan_ops_t.same of every ZeRO++ plan: built for the specs of ctx (a
+ * zpp_op_t)? */
+int zpp_plan_same(const plan_t* p, const void* ctx);
+
+/* The plan of a plain collective a that a ZeRO++ composition runs on comm
+ * (the one-level gathers and all-to-alls, the hpZ gathers): the node's
+ * algorithm on one host, across hosts the two-level one where the hosts
+ * are equal (but for AlltoAll), else the flat one. */
+qcclResult_t zpp_plain_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+
+/* The builders (plan_build_fn; ctx: the zpp_op_t of the call). qwZ: the
+ * all-gather of count elements per rank quantized under q1 (or plain),
+ * filling the call's hpZ shard if it has one; qgZ: the reduce-scatter of
+ * recvcount elements per rank (q1 inside the node, q2 across); the
+ * quantized all-reduce. */
+qcclResult_t zpp_agq_plan(qcclComm_t comm, const coll_args_t* a, const void* ctx, plan_t** out);
+qcclResult_t zpp_rsq_plan(qcclComm_t comm, const coll_args_t* a, const void* ctx, plan_t** out);
+qcclResult_t zpp_arq_plan(qcclComm_t comm, const coll_args_t* a, const void* ctx, plan_t** out);
 
 /* The checks of the two gathers' entry points; fills op (spec NULL makes a
  * plain gather when spec_optional). */
@@ -130,12 +160,6 @@ qcclResult_t zpp_agq_check(const char* fn, const void* sendbuff, void* recvbuff,
 /* hpZ: copies this rank's slice of the gathered tensor into sec. */
 qcclResult_t zpp_secondary_fill(struct qcclSecondary* sec, const void* gathered,
                                 unsigned long long gen);
-
-/* qgZ: reduce-scatter of recvcount elements per rank; residual is NULL or
- * zpp_rsq_residual_count floats. */
-qcclResult_t zpp_reducescatter_q(qcclComm_t comm, const void* send, void* recv, size_t rc,
-                                 qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
-                                 const quant_params_t* inter, float* residual);
 
 /* The checks of the reductions' entry points (rs: the count is recvcount);
  * fills o but for kind and slot. */
@@ -151,11 +175,6 @@ qcclResult_t zpp_env_piece(size_t* piece);
 
 /* Floats of qgZ's residual (0 where there is no inter-node hop). */
 size_t zpp_rsq_residual_count(qcclComm_t comm, size_t rc, const quant_params_t* inter);
-
-/* qcclAllReduceQ's algorithm. */
-qcclResult_t zpp_allreduce_q(qcclComm_t comm, const void* send, void* recv, size_t count,
-                             qcclDataType_t dt, qcclRedOp_t op, const quant_params_t* intra,
-                             const quant_params_t* inter, float* residual);
 
 /* Runs one zpp_op_t (resolving a comm-owned residual), counted under its
  * slot. */

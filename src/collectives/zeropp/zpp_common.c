@@ -18,6 +18,9 @@
 
 #include "collectives/coll.h"
 #include "collectives/engine.h"
+#include "collectives/flat.h"
+#include "collectives/hier.h"
+#include "collectives/node.h"
 #include "collectives/group.h"
 #include "core/dtype.h"
 #include "core/log.h"
@@ -154,6 +157,63 @@ qcclResult_t zpp_fail(qcclComm_t comm, qcclResult_t r) {
   return r;
 }
 
+/* ---- plans ---- */
+
+coll_args_t zpp_plan_args(const zpp_op_t* op) {
+  coll_args_t a = {(coll_kind_t)(COLL_NUM_KINDS + (int)op->kind),
+                   op->send,
+                   op->recv,
+                   op->count,
+                   op->dt,
+                   op->op,
+                   -1};
+  return a;
+}
+
+void zpp_plan_init(zpp_plan_t* z, const zpp_op_t* op) {
+  z->key = *op;
+  z->key.send = NULL;
+  z->key.recv = NULL;
+  z->key.residual = NULL;
+  z->key.sec = NULL;
+  z->key.stream = NULL;
+}
+
+static int zpp_params_equal(const quant_params_t* a, const quant_params_t* b);
+
+int zpp_plan_same(const plan_t* p, const void* ctx) {
+  const zpp_op_t* k = &((const zpp_plan_t*)p)->key;
+  const zpp_op_t* op = ctx;
+  return k->plain == op->plain && k->ef == op->ef && zpp_params_equal(&k->q1, &op->q1) &&
+         zpp_params_equal(&k->q2, &op->q2);
+}
+
+qcclResult_t zpp_plain_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
+  int gather = a->kind == COLL_ALLGATHER;
+  if (comm->nnodes <= 1)
+    return gather ? node_allgather_plan(comm, a, out) : node_alltoall_plan(comm, a, out);
+  if (gather && comm->rail != NULL) return hier_allgather_plan(comm, a, out);
+  return gather ? flat_allgather_plan(comm, a, out) : flat_alltoall_plan(comm, a, out);
+}
+
+static const plan_build_fn zpp_builders[] = {
+    [ZPP_AGQ] = zpp_agq_plan, [ZPP_RSQ] = zpp_rsq_plan, [ZPP_ARQ] = zpp_arq_plan};
+
+/* Runs op (with its residual, NULL for none) through the plan of its
+ * communicator's cache. */
+static qcclResult_t zpp_run_plan(const zpp_op_t* op, float* residual) {
+  coll_args_t a = zpp_plan_args(op);
+  plan_t* p;
+  QCCL_CHECK(plan_get(op->comm, &a, zpp_builders[op->kind], op, &p));
+  zpp_plan_t* z = (zpp_plan_t*)p;
+  z->residual = residual;
+  z->sec = op->sec;
+  z->gen = op->gen;
+  qcclResult_t r = plan_drive(p);
+  plan_put(p);
+  return r;
+}
+
 /* ---- running calls ---- */
 
 qcclResult_t zpp_run_one(const zpp_op_t* op) {
@@ -175,20 +235,7 @@ qcclResult_t zpp_run_one(const zpp_op_t* op) {
       if (r != qcclSuccess) goto done;
     }
   }
-  switch (op->kind) {
-    case ZPP_AGQ:
-      r = zpp_allgather_q(comm, op->send, op->recv, op->count, op->dt, op->plain ? NULL : &op->q1,
-                          op->sec, op->gen);
-      break;
-    case ZPP_RSQ:
-      r = zpp_reducescatter_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1, &op->q2,
-                              residual);
-      break;
-    case ZPP_ARQ:
-      r = zpp_allreduce_q(comm, op->send, op->recv, op->count, op->dt, op->op, &op->q1, &op->q2,
-                          residual);
-      break;
-  }
+  r = zpp_run_plan(op, residual);
 done:
   coll_stats_leave(comm, prev);
   return zpp_fail(comm, r);
@@ -233,7 +280,12 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
       memcpy(in + off * es, ops[i]->send, ops[i]->count * es);
       off += ops[i]->count;
     }
-    r = zpp_allgather_q(comm, in, out, total, o->dt, &o->q1, NULL, 0);
+    zpp_op_t f = *o;
+    f.send = in;
+    f.recv = out;
+    f.count = total;
+    f.sec = NULL;
+    r = zpp_run_plan(&f, NULL);
     if (r != qcclSuccess) goto done;
     off = 0;
     for (int i = 0; i < n; i++) {
@@ -250,7 +302,11 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
         memcpy(in + (j * total + off) * es, (const char*)ops[i]->send + j * c * es, c * es);
       off += c;
     }
-    r = zpp_reducescatter_q(comm, in, out, total, o->dt, o->op, &o->q1, &o->q2, NULL);
+    zpp_op_t f = *o;
+    f.send = in;
+    f.recv = out;
+    f.count = total;
+    r = zpp_run_plan(&f, NULL);
     if (r != qcclSuccess) goto done;
     off = 0;
     for (int i = 0; i < n; i++) {
