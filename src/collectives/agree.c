@@ -312,7 +312,7 @@ qcclResult_t coll_agree_failed(qcclComm_t comm, qcclResult_t r) {
   _Static_assert(AGREE_CALL_NUM_BITS == UCX_CALL_NUM_BITS, "the call's number in a tag");
   _Static_assert(sizeof(agree_report_t) <= UCX_CONTROL_MAX, "a report fits a control message");
   if (r == qcclSuccess || r == qcclInvalidArgument || comm->nnodes == 1 || comm->ucx == NULL ||
-      engine_aborted(comm) || atomic_exchange(&comm->reported, 1))
+      comm_aborted(comm) || atomic_exchange(&comm->reported, 1))
     return r;
   /* Every rank whose call failed posts its report to every peer on
    * another host (a transfer that waits there sees it and fails), then

@@ -209,15 +209,13 @@ void zpp_comm_free(struct zpp_comm* z);
 #define COMM_SCRATCH_P2P 2
 qcclResult_t comm_scratch(qcclComm_t comm, int which, size_t bytes, void** out);
 
-/* Opens the counting of a public call under slot (a qcclStatColl_t) and
- * counts the call; returns the slot that was open, to give back to
- * coll_stats_leave. A call made inside another (a quantized collective
- * running plain ones) keeps counting under the outer slot. */
-int coll_stats_enter(qcclComm_t comm, int slot);
-void coll_stats_leave(qcclComm_t comm, int prev);
-/* As coll_stats_enter, without counting a call: for calls the caller
- * counts itself (the user's sends and receives, one call each). */
-int coll_stats_open(qcclComm_t comm, int slot);
+/* Opens the counting of a user's call under slot (a qcclStatColl_t),
+ * adding calls to its call count (a bucket of fused calls counts them
+ * all; the user's sends and receives are counted one by one by their
+ * runner), until coll_stats_leave. Only the entries of user's calls open
+ * a slot. */
+void coll_stats_enter(qcclComm_t comm, int slot, uint64_t calls);
+void coll_stats_leave(qcclComm_t comm);
 
 /* The qcclStatColl_t slot of a plain kind. */
 int coll_stat_slot_of(coll_kind_t kind);
@@ -266,12 +264,20 @@ static inline struct qcclComm* comm_lane_at(struct qcclComm* c, int k) {
   return k == 0 ? c : __atomic_load_n(&c->lane[k], __ATOMIC_ACQUIRE);
 }
 
+/* 1 once the user's communicator that c serves was aborted
+ * (qcclCommAbort). */
+static inline int comm_aborted(const struct qcclComm* c) {
+  return atomic_load_explicit(&c->top->aborting, memory_order_relaxed) != 0;
+}
+
+/* qcclRemoteError naming fn if c (or the communicator it serves) was
+ * aborted, c's sticky error if it failed before (and its peers are told
+ * once no call is inside: engine.c), else qcclSuccess. */
+qcclResult_t comm_usable(const char* fn, qcclComm_t c);
+
 /* Sets the abort word of every segment of c (its lanes' too), so that
  * every shared-memory wait of c returns. */
 void comm_abort_segments(qcclComm_t c);
-
-/* Runs one validated call (not a send / recv). */
-qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a);
 
 /* Element range [*lo, *hi) of part `part` when n elements are cut into
  * nparts nearly equal parts (the first n % nparts get one more). */

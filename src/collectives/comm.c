@@ -401,7 +401,7 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   if (l->rail) l->rail->top = c;
   __atomic_store_n(&c->lane[k], l, __ATOMIC_RELEASE);
   /* c failed or was aborted while the lane was made: its waits must see it */
-  if (engine_aborted(c) || atomic_load(&c->peers_told)) comm_abort_segments(c);
+  if (comm_aborted(c) || atomic_load(&c->peers_told)) comm_abort_segments(c);
   QCCL_INFO(LOG_COLL, "comm %s rank %d: lane %d made (collectives %d, %d+%d, ... run on it)",
             c->name, c->rank, k, k, k, c->nlanes);
   return qcclSuccess;
@@ -417,6 +417,19 @@ qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res) {
     if (s) shm_set_abort(s);
   }
   return res;
+}
+
+qcclResult_t comm_usable(const char* fn, qcclComm_t c) {
+  if (comm_aborted(c))
+    return QCCL_ERR(qcclRemoteError, "%s: communicator %s was aborted (qcclCommAbort)", fn,
+                    c->top->name);
+  qcclResult_t e = atomic_load(&c->async_error);
+  if (e != qcclSuccess) {
+    atomic_store(&c->top->tell_asked, 1); /* told as the turn ends */
+    return QCCL_ERR(e, "%s: comm failed before (%s)%s%s", fn, qcclGetErrorString(e),
+                    c->top->fail_reason[0] ? ": " : "", c->top->fail_reason);
+  }
+  return qcclSuccess;
 }
 
 void comm_abort_segments(qcclComm_t c) {

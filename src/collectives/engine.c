@@ -82,19 +82,6 @@ static void engine_unref(qcclComm_t c) {
   if (left == 0) engine_free(c);
 }
 
-qcclResult_t engine_comm_usable(const char* fn, qcclComm_t c) {
-  if (engine_aborted(c))
-    return QCCL_ERR(qcclRemoteError, "%s: communicator %s was aborted (qcclCommAbort)", fn,
-                    c->top->name);
-  qcclResult_t e = atomic_load(&c->async_error);
-  if (e != qcclSuccess) {
-    atomic_store(&c->top->tell_asked, 1); /* told as the turn ends */
-    return QCCL_ERR(e, "%s: comm failed before (%s)%s%s", fn, qcclGetErrorString(e),
-                    c->top->fail_reason[0] ? ": " : "", c->top->fail_reason);
-  }
-  return qcclSuccess;
-}
-
 static int engine_cmp_comm(const void* a, const void* b) {
   uintptr_t x = (uintptr_t) * (const qcclComm_t*)a, y = (uintptr_t) * (const qcclComm_t*)b;
   return x < y ? -1 : x > y;
@@ -182,7 +169,7 @@ static int engine_wait_turn(engine_turn_t* t) {
  * call that comes in after a failure is refused before it drives anything
  * (engine_run). */
 static void engine_tell_if_asked(qcclComm_t c) {
-  if (atomic_load(&c->top->tell_asked) && !engine_aborted(c)) comm_tell_peers(c->top);
+  if (atomic_load(&c->top->tell_asked) && !comm_aborted(c)) comm_tell_peers(c->top);
 }
 
 /* Ends turn t, tells the peers if it was the last call inside and that was
@@ -213,10 +200,9 @@ static void engine_end_turn(engine_turn_t* t) {
 static qcclResult_t engine_run(engine_turn_t* turns, int n, engine_run_fn run, void* arg) {
   qcclResult_t r = qcclSuccess;
   for (int i = 0; i < n && r == qcclSuccess; i++)
-    if (!turns[i].counted && !engine_wait_turn(&turns[i]))
-      r = engine_comm_usable("qccl", turns[i].comm);
+    if (!turns[i].counted && !engine_wait_turn(&turns[i])) r = comm_usable("qccl", turns[i].comm);
   /* a communicator that failed meanwhile: refused before any traffic */
-  for (int i = 0; i < n && r == qcclSuccess; i++) r = engine_comm_usable("qccl", turns[i].comm);
+  for (int i = 0; i < n && r == qcclSuccess; i++) r = comm_usable("qccl", turns[i].comm);
   if (r == qcclSuccess) r = run(arg, turns);
   /* the user reads why from each communicator of the call, and not every
    * way out copies it there (a peer's report seen as the call begins, a

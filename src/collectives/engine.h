@@ -71,18 +71,9 @@ void engine_comm_drain(qcclComm_t c);
  * the user's reference (qcclCommAbort). Returns at once. */
 void engine_comm_abort(qcclComm_t c);
 
-/* qcclRemoteError naming fn if c (or the communicator it serves) was
- * aborted, c's sticky error if it failed before, else qcclSuccess. */
-qcclResult_t engine_comm_usable(const char* fn, qcclComm_t c);
-
 /* Tells the peers of c, which failed, that it did (comm_tell_peers), from
  * a thread that holds no turn of c: at once if no call holds or waits for
  * a turn, else the call inside does it as it ends. */
 void engine_tell_peers(qcclComm_t c);
-
-/* 1 once the user's communicator that c serves was aborted. */
-static inline int engine_aborted(const struct qcclComm* c) {
-  return atomic_load_explicit(&c->top->aborting, memory_order_relaxed) != 0;
-}
 
 #endif /* QCCL_COLLECTIVES_ENGINE_H_ */

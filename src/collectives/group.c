@@ -24,6 +24,7 @@
 
 #include "collectives/engine.h"
 #include "collectives/p2p.h"
+#include "collectives/select.h"
 #include "core/log.h"
 
 typedef struct {
@@ -106,13 +107,23 @@ static qcclResult_t group_run_p2p_ops(const group_op_t* ops, int i, int j) {
 /* Runs ops [i, j) of one p2p step: the user's sends and receives, each
  * counted as one call, their bytes under the same slot. */
 static qcclResult_t group_run_p2p(const group_op_t* ops, int i, int j) {
-  int n = j - i;
-  for (int k = i; k < j; k++) ops[k].comm->stats->coll[qcclStatSendRecv].calls++;
-  int prev[n];
-  for (int k = i; k < j; k++) prev[k - i] = coll_stats_open(ops[k].comm, qcclStatSendRecv);
+  for (int k = i; k < j; k++) coll_stats_enter(ops[k].comm, qcclStatSendRecv, 1);
   qcclResult_t r = group_run_p2p_ops(ops, i, j);
-  for (int k = j - 1; k >= i; k--) coll_stats_leave(ops[k].comm, prev[k - i]);
+  for (int k = i; k < j; k++) coll_stats_leave(ops[k].comm);
   return r;
+}
+
+/* Runs one plain collective of the user's on comm (a lane): counted under
+ * its slot, through the plan the selection builds (kept in comm's cache),
+ * a failure recorded on comm. */
+static qcclResult_t group_run_plain(qcclComm_t comm, const coll_args_t* a) {
+  coll_stats_enter(comm, coll_stat_slot_of(a->kind), 1);
+  qcclResult_t r = qcclSuccess;
+  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
+   * be NULL) */
+  if (a->count > 0 || a->kind == COLL_BARRIER) r = plan_run(comm, a, select_plan, NULL);
+  coll_stats_leave(comm);
+  return comm_fail(comm, r);
 }
 
 /* Runs one plain collective on the communicator of its lane (engine.h). */
@@ -124,7 +135,7 @@ static qcclResult_t group_run_coll(const group_op_t* op, const engine_turn_t* t,
   coll_agree_record((int)op->args.kind, op->args.count, op->args.datatype, op->args.op,
                     op->args.root, 0, rec);
   qcclResult_t r = coll_agree_begin(*ran, rec);
-  if (r == qcclSuccess) r = coll_agree_end(*ran, coll_run(*ran, &op->args));
+  if (r == qcclSuccess) r = coll_agree_end(*ran, group_run_plain(*ran, &op->args));
   /* a failure's message reaches the communicator the user called as the
    * run ends (engine_run), from whichever lane it came */
   return r;
@@ -139,7 +150,7 @@ static qcclResult_t group_run_batch(void* arg, const engine_turn_t* turns) {
   int i = 0;
   while (i < b->n && r == qcclSuccess) {
     /* a comm that failed or was aborted since the call was issued */
-    r = engine_comm_usable("qccl", ops[i].comm);
+    r = comm_usable("qccl", ops[i].comm);
     if (r != qcclSuccess) break;
     int j = i + 1;
     qcclComm_t ran = ops[i].comm; /* the lane a plain collective ran on */

@@ -97,32 +97,3 @@ qcclResult_t select_plan(qcclComm_t comm, const coll_args_t* a, const void* ctx,
   (void)ctx;
   return comm->nnodes > 1 ? select_hosts(comm, a, out) : select_node(comm, a, out);
 }
-
-/* The counter slot of each kind. */
-static const int coll_stat_slot[COLL_NUM_KINDS] = {
-    [COLL_ALLREDUCE] = qcclStatAllReduce,
-    [COLL_BROADCAST] = qcclStatBroadcast,
-    [COLL_REDUCE] = qcclStatReduce,
-    [COLL_ALLGATHER] = qcclStatAllGather,
-    [COLL_REDUCESCATTER] = qcclStatReduceScatter,
-    [COLL_ALLTOALL] = qcclStatAlltoAll,
-    [COLL_GATHER] = qcclStatGather,
-    [COLL_SCATTER] = qcclStatScatter,
-    [COLL_SEND] = qcclStatSendRecv,
-    [COLL_RECV] = qcclStatSendRecv,
-    [COLL_BARRIER] = qcclStatBarrier,
-};
-
-int coll_stat_slot_of(coll_kind_t kind) {
-  return coll_stat_slot[kind];
-}
-
-qcclResult_t coll_run(qcclComm_t comm, const coll_args_t* a) {
-  int prev = coll_stats_enter(comm, coll_stat_slot[a->kind]);
-  qcclResult_t r = qcclSuccess;
-  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
-   * be NULL) */
-  if (a->count > 0 || a->kind == COLL_BARRIER) r = plan_run(comm, a, select_plan, NULL);
-  coll_stats_leave(comm, prev);
-  return comm_fail(comm, r);
-}

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collectives/engine.h"
 #include "collectives/p2p.h"
 #include "core/dtype.h"
 #include "core/log.h"
@@ -129,9 +128,9 @@ qcclResult_t p2p_batch_check(p2p_batch_t* b, double idle) {
   qcclComm_t* comms = b->comms;
   int n = b->n;
   for (int i = 0; i < n; i++) {
-    if (st[i].complete || !engine_aborted(comms[i])) continue;
+    if (st[i].complete || !comm_aborted(comms[i])) continue;
     b->failed = i;
-    return engine_comm_usable(ops[i].kind == COLL_SEND ? "qcclSend" : "qcclRecv", comms[i]);
+    return comm_usable(ops[i].kind == COLL_SEND ? "qcclSend" : "qcclRecv", comms[i]);
   }
   int gone = -1;
   qcclResult_t r = qcclSuccess;

@@ -4,33 +4,46 @@
  * Bytes are counted where they leave the rank: the point-to-point layer
  * (sendrecv.c) counts every send by the host of its peer, and the
  * shared-memory algorithms count what they write into the segment for the
- * other ranks to read. Both add to the slot of the public call in
- * progress, which the API opens (coll_stats_enter) and closes; internal
+ * other ranks to read. Both add to the slot of the user's call in
+ * progress, which its entry opens (coll_stats_enter) and closes; internal
  * communicators share their parent's counters, so the node and rail stages
- * of a two-level algorithm land under the caller's collective.
+ * of a composition (a two-level collective, a ZeRO++ call) land under the
+ * user's call. Only entries open a slot (the stages inside a call are its
+ * plan's children, never calls of their own), so a call is counted once,
+ * where the user made it.
  */
 #include <string.h>
 
 #include "collectives/check.h"
 #include "collectives/coll.h"
 
-int coll_stats_open(qcclComm_t comm, int slot) {
+/* The counter slot of each kind. */
+static const int coll_stat_slot[COLL_NUM_KINDS] = {
+    [COLL_ALLREDUCE] = qcclStatAllReduce,
+    [COLL_BROADCAST] = qcclStatBroadcast,
+    [COLL_REDUCE] = qcclStatReduce,
+    [COLL_ALLGATHER] = qcclStatAllGather,
+    [COLL_REDUCESCATTER] = qcclStatReduceScatter,
+    [COLL_ALLTOALL] = qcclStatAlltoAll,
+    [COLL_GATHER] = qcclStatGather,
+    [COLL_SCATTER] = qcclStatScatter,
+    [COLL_SEND] = qcclStatSendRecv,
+    [COLL_RECV] = qcclStatSendRecv,
+    [COLL_BARRIER] = qcclStatBarrier,
+};
+
+int coll_stat_slot_of(coll_kind_t kind) {
+  return coll_stat_slot[kind];
+}
+
+void coll_stats_enter(qcclComm_t comm, int slot, uint64_t calls) {
   comm_stats_t* st = comm->stats;
-  int prev = st->cur;
-  if (prev < 0) st->cur = slot;
-  return prev;
+  st->cur = slot;
+  st->coll[slot].calls += calls;
 }
 
-int coll_stats_enter(qcclComm_t comm, int slot) {
-  int prev = coll_stats_open(comm, slot);
-  if (prev < 0) comm->stats->coll[slot].calls++;
-  return prev;
-}
-
-void coll_stats_leave(qcclComm_t comm, int prev) {
-  /* no write when nothing changes: a rail thread may count while the
-   * caller's thread holds the slot */
-  if (comm->stats->cur != prev) comm->stats->cur = prev;
+void coll_stats_leave(qcclComm_t comm) {
+  comm->stats->cur = -1;
 }
 
 void coll_stats_attach(qcclComm_t c, comm_stats_t* sink) {

@@ -16,11 +16,17 @@
  * quant_chunk_bytes(P)), straight into recvbuff when they tile it. A
  * quantized shard is dequantized after and adds one rounding to the
  * forward gather's (the bounds add).
+ *
+ * Plan: the backward gather is a sequence (plan.h) of the node's two
+ * all-gather plans with the check and the dequantization between, built
+ * with the shard (its sizes are the shard's) and kept until it is
+ * destroyed.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "collectives/coll.h"
+#include "collectives/node.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "collectives/engine.h"
@@ -38,11 +44,12 @@ struct qcclSecondary {
   qcclDataType_t dt;
   int quant; /* stored quantized under sp */
   quant_params_t sp;
-  size_t total;      /* W x sendcount */
-  size_t part;       /* P */
-  int nlocal, local; /* L and l */
-  size_t payload;    /* bytes of one record */
-  char* rec;         /* this rank's record */
+  size_t total;        /* W x sendcount */
+  size_t part;         /* P */
+  int nlocal, local;   /* L and l */
+  size_t payload;      /* bytes of one record */
+  char* rec;           /* this rank's record */
+  struct plan* gather; /* the node gather's plan, made by the first */
 };
 
 typedef struct {
@@ -192,96 +199,150 @@ qcclResult_t qcclSecondaryAllGather(qcclSecondary_t secondary, void* recvbuff,
   return engine_submit(&comm, &ncoll, 1, 1, st, sec_gather_run, arg, free);
 }
 
+/* ---- the node gather's plan ---- */
+
+typedef struct {
+  plan_seq_t s;
+  struct qcclSecondary* sec;
+  plan_t* hdr_gather;  /* the L headers */
+  plan_t* data_gather; /* the L slices */
+  quant_isa_t isa;
+  /* the call's */
+  void* recvbuff;
+  unsigned long long generation;
+  sec_header_t* hdr;
+  char* all; /* the slices, when they do not tile recvbuff */
+} sec_plan_t;
+
+enum { SEC_START, SEC_HEADERS, SEC_DATA };
+
+static qcclResult_t sec_progress(plan_t* p) {
+  static const char fn[] = "qcclSecondaryAllGather";
+  sec_plan_t* t = (sec_plan_t*)p;
+  struct qcclSecondary* s = t->sec;
+  qcclComm_t comm = s->comm;
+  size_t es = dtype_size(s->dt), L = (size_t)s->nlocal;
+  size_t data = s->payload - SEC_HEADER;
+  int tiles = !s->quant && s->part * L == s->total;
+  switch (p->phase) {
+    case SEC_START:
+      if (s->total == 0) {
+        /* nothing to move: only the local shard can be checked */
+        sec_header_t h;
+        memcpy(&h, s->rec, sizeof h);
+        if (h.state != SEC_FULL || h.gen != t->generation)
+          return QCCL_ERR(qcclInvalidUsage, "%s: the secondary shard of rank %d is stale or empty",
+                          fn, comm->rank);
+        return qcclSuccess;
+      }
+      /* 1. the headers: every rank checks every shard of the node, so all
+       * fail alike, before any data moves */
+      QCCL_CHECK(zpp_scratch(comm, 1, L * sizeof *t->hdr, (void**)&t->hdr));
+      memcpy(&t->hdr[s->local], s->rec, sizeof *t->hdr);
+      plan_start(t->hdr_gather, &t->hdr[s->local], t->hdr);
+      p->phase = SEC_HEADERS;
+      PLAN_FALLTHROUGH;
+    case SEC_HEADERS: {
+      PLAN_TEST(p, plan_seq_step(&t->s, t->hdr_gather));
+      int mynode = comm->rankmap->node_of[comm->rank];
+      for (size_t k = 0; k < L; k++) {
+        int who = topo_rankmap_rank_at(comm->rankmap, mynode, (int)k);
+        if (t->hdr[k].state != SEC_FULL)
+          return QCCL_ERR(qcclInvalidUsage,
+                          "%s: rank %d holds no secondary shard (never filled, or invalidated): "
+                          "run the forward qcclAllGatherQSecondary of generation %llu first",
+                          fn, who, t->generation);
+        if (t->hdr[k].gen != t->generation)
+          return QCCL_ERR(qcclInvalidUsage,
+                          "%s: the secondary shard of rank %d is stale: it holds generation %llu, "
+                          "the call asks for %llu",
+                          fn, who, (unsigned long long)t->hdr[k].gen, t->generation);
+      }
+      /* 2. the data: straight into recvbuff when the slices tile it */
+      if (tiles) {
+        char* mine = (char*)t->recvbuff + (size_t)s->local * data;
+        memcpy(mine, s->rec + SEC_HEADER, data);
+        plan_start(t->data_gather, mine, t->recvbuff);
+      } else {
+        QCCL_CHECK(zpp_scratch(comm, 4, L * data, (void**)&t->all));
+        memcpy(t->all + (size_t)s->local * data, s->rec + SEC_HEADER, data);
+        plan_start(t->data_gather, t->all + (size_t)s->local * data, t->all);
+      }
+      p->phase = SEC_DATA;
+      PLAN_FALLTHROUGH;
+    }
+    case SEC_DATA: {
+      PLAN_TEST(p, plan_seq_step(&t->s, t->data_gather));
+      if (tiles) return qcclSuccess;
+      char* tmp = NULL;
+      for (size_t k = 0; k < L; k++) {
+        size_t lo = k * s->part;
+        size_t m = lo < s->total ? s->total - lo : 0;
+        if (m > s->part) m = s->part;
+        const char* src = t->all + k * data;
+        char* out = (char*)t->recvbuff + lo * es;
+        if (m == 0) continue;
+        if (!s->quant) {
+          memcpy(out, src, m * es);
+        } else if (m == s->part) {
+          QCCL_CHECK(quant_dequantize(t->isa, &s->sp, src, s->part, s->dt, out));
+        } else {
+          if (tmp == NULL) QCCL_CHECK(zpp_scratch(comm, 3, s->part * es, (void**)&tmp));
+          QCCL_CHECK(quant_dequantize(t->isa, &s->sp, src, s->part, s->dt, tmp));
+          memcpy(out, tmp, m * es);
+        }
+      }
+      return qcclSuccess;
+    }
+  }
+  return QCCL_ERR(qcclInternalError, "%s: phase %d", fn, p->phase);
+}
+
+static void sec_plan_destroy(plan_t* p) {
+  sec_plan_t* t = (sec_plan_t*)p;
+  plan_free(t->hdr_gather);
+  plan_free(t->data_gather);
+}
+
+static const plan_ops_t sec_plan_ops = {.name = "hpZ node gather",
+                                        .progress = sec_progress,
+                                        .spin = plan_seq_spin,
+                                        .check = plan_seq_check,
+                                        .cancel = plan_seq_cancel,
+                                        .destroy = sec_plan_destroy};
+
+/* The plan of s's node gathers, on its node communicator. */
+static qcclResult_t sec_plan(struct qcclSecondary* s, plan_t** out) {
+  qcclComm_t node = sec_node(s->comm);
+  QCCL_CHECK(plan_alloc(sizeof(sec_plan_t), &sec_plan_ops, node, NULL, out));
+  sec_plan_t* t = (sec_plan_t*)*out;
+  t->sec = s;
+  coll_args_t h = {COLL_ALLGATHER, NULL, NULL, sizeof(sec_header_t), qcclUint8, qcclSum, -1};
+  coll_args_t d = {COLL_ALLGATHER, NULL, NULL, s->payload - SEC_HEADER, qcclUint8, qcclSum, -1};
+  qcclResult_t r = s->quant ? zpp_isa(&t->isa) : qcclSuccess;
+  if (r == qcclSuccess) r = node_allgather_plan(node, &h, &t->hdr_gather);
+  if (r == qcclSuccess) r = node_allgather_plan(node, &d, &t->data_gather);
+  if (r != qcclSuccess) plan_free(*out);
+  return r;
+}
+
 /* The node gather itself, in the communicator's turn. */
 static qcclResult_t sec_gather_run(void* argp, const engine_turn_t* turns) {
   (void)turns;
-  static const char fn[] = "qcclSecondaryAllGather";
   const sec_gather_t* g = argp;
   struct qcclSecondary* s = g->sec;
-  void* recvbuff = g->recvbuff;
-  unsigned long long generation = g->generation;
   qcclComm_t comm = s->comm;
+  coll_stats_enter(comm, qcclStatNodeAllGather, 1);
   qcclResult_t r = qcclSuccess;
-  int prev = coll_stats_enter(comm, qcclStatNodeAllGather);
-  qcclComm_t node = sec_node(comm);
-  size_t es = dtype_size(s->dt), L = (size_t)s->nlocal;
-  char* all = NULL;
-  if (s->total == 0) {
-    /* nothing to move: only the local shard can be checked */
-    sec_header_t h;
-    memcpy(&h, s->rec, sizeof h);
-    if (h.state != SEC_FULL || h.gen != generation)
-      r = QCCL_ERR(qcclInvalidUsage, "%s: the secondary shard of rank %d is stale or empty", fn,
-                   comm->rank);
-    goto done;
+  if (s->gather == NULL) r = sec_plan(s, &s->gather);
+  if (r == qcclSuccess) {
+    sec_plan_t* t = (sec_plan_t*)s->gather;
+    t->recvbuff = g->recvbuff;
+    t->generation = g->generation;
+    plan_start(s->gather, NULL, NULL);
+    r = plan_drive(s->gather);
   }
-  /* 1. the headers: every rank checks every shard of the node, so all
-   * fail alike, before any data moves */
-  sec_header_t* hdr;
-  r = zpp_scratch(comm, 1, L * sizeof *hdr, (void**)&hdr);
-  if (r != qcclSuccess) goto done;
-  memcpy(&hdr[s->local], s->rec, sizeof *hdr);
-  coll_args_t ah = {COLL_ALLGATHER, &hdr[s->local], hdr, sizeof *hdr, qcclUint8, qcclSum, -1};
-  r = coll_run(node, &ah);
-  if (r != qcclSuccess) goto done;
-  int mynode = comm->rankmap->node_of[comm->rank];
-  for (size_t k = 0; k < L; k++) {
-    int who = topo_rankmap_rank_at(comm->rankmap, mynode, (int)k);
-    if (hdr[k].state != SEC_FULL) {
-      r = QCCL_ERR(qcclInvalidUsage,
-                   "%s: rank %d holds no secondary shard (never filled, or invalidated): run the "
-                   "forward qcclAllGatherQSecondary of generation %llu first",
-                   fn, who, generation);
-      goto done;
-    }
-    if (hdr[k].gen != generation) {
-      r = QCCL_ERR(qcclInvalidUsage,
-                   "%s: the secondary shard of rank %d is stale: it holds generation %llu, the "
-                   "call asks for %llu",
-                   fn, who, (unsigned long long)hdr[k].gen, generation);
-      goto done;
-    }
-  }
-  /* 2. the data: straight into recvbuff when the slices tile it */
-  size_t data = s->payload - SEC_HEADER;
-  if (!s->quant && s->part * L == s->total) {
-    char* mine = (char*)recvbuff + (size_t)s->local * data;
-    memcpy(mine, s->rec + SEC_HEADER, data);
-    coll_args_t a = {COLL_ALLGATHER, mine, recvbuff, data, qcclUint8, qcclSum, -1};
-    r = coll_run(node, &a);
-    goto done;
-  }
-  r = zpp_scratch(comm, 4, L * data, (void**)&all);
-  if (r != qcclSuccess) goto done;
-  memcpy(all + (size_t)s->local * data, s->rec + SEC_HEADER, data);
-  coll_args_t a = {
-      COLL_ALLGATHER, all + (size_t)s->local * data, all, data, qcclUint8, qcclSum, -1};
-  r = coll_run(node, &a);
-  if (r != qcclSuccess) goto done;
-  quant_isa_t isa;
-  if (s->quant && (r = zpp_isa(&isa)) != qcclSuccess) goto done;
-  char* tmp = NULL;
-  for (size_t k = 0; k < L; k++) {
-    size_t lo = k * s->part;
-    size_t m = lo < s->total ? s->total - lo : 0;
-    if (m > s->part) m = s->part;
-    const char* src = all + k * data;
-    char* out = (char*)recvbuff + lo * es;
-    if (m == 0) continue;
-    if (!s->quant) {
-      memcpy(out, src, m * es);
-    } else if (m == s->part) {
-      r = quant_dequantize(isa, &s->sp, src, s->part, s->dt, out);
-    } else {
-      if (tmp == NULL && (r = zpp_scratch(comm, 3, s->part * es, (void**)&tmp)) != qcclSuccess)
-        goto done;
-      r = quant_dequantize(isa, &s->sp, src, s->part, s->dt, tmp);
-      memcpy(out, tmp, m * es);
-    }
-    if (r != qcclSuccess) goto done;
-  }
-done:
-  coll_stats_leave(comm, prev);
+  coll_stats_leave(comm);
   return zpp_fail(comm, r);
 }
 
@@ -298,6 +359,7 @@ qcclResult_t qcclSecondaryDestroy(qcclSecondary_t secondary) {
   if (secondary == NULL) return qcclSuccess;
   QCCL_CHECK(sec_check("qcclSecondaryDestroy", secondary));
   secondary->magic = 0;
+  plan_free(secondary->gather);
   free(secondary->rec);
   free(secondary);
   return qcclSuccess;

@@ -218,7 +218,7 @@ static qcclResult_t zpp_run_plan(const zpp_op_t* op, float* residual) {
 
 qcclResult_t zpp_run_one(const zpp_op_t* op) {
   qcclComm_t comm = op->comm;
-  int prev = coll_stats_enter(comm, op->slot);
+  coll_stats_enter(comm, op->slot, 1);
   qcclResult_t r = qcclSuccess;
   float* residual = NULL;
   if (op->count == 0) goto done;
@@ -237,7 +237,7 @@ qcclResult_t zpp_run_one(const zpp_op_t* op) {
   }
   r = zpp_run_plan(op, residual);
 done:
-  coll_stats_leave(comm, prev);
+  coll_stats_leave(comm);
   return zpp_fail(comm, r);
 }
 
@@ -262,8 +262,7 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
   for (int i = 0; i < n; i++) total += ops[i]->count;
   QCCL_INFO(LOG_ZERO, "group: %d %s calls fused into one bucket of %zu elements per rank", n,
             o->kind == ZPP_AGQ ? "AllGatherQ" : "ReduceScatterQ", total);
-  int prev = coll_stats_enter(comm, o->slot);
-  if (prev < 0) comm->stats->coll[o->slot].calls += (uint64_t)(n - 1);
+  coll_stats_enter(comm, o->slot, (uint64_t)n);
   qcclResult_t r = qcclSuccess;
   char *in = NULL, *out = NULL;
   size_t in_elems = o->kind == ZPP_AGQ ? total : total * w;
@@ -317,7 +316,7 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
 done:
   free(in);
   free(out);
-  coll_stats_leave(comm, prev);
+  coll_stats_leave(comm);
   return zpp_fail(comm, r);
 }
 
