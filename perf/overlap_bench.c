@@ -20,6 +20,12 @@
  *             grows when the stream's thread takes its core);
  *   2dir seq  a plain all-gather of one tensor, then a plain reduce-scatter
  *             of another (the same -b bytes of output / input), stream NULL;
+ *   engine CPU  the process's CPU time (user + system, getrusage) per
+ *             gather, with stream NULL and on a stream while the caller
+ *             sleeps (then all of it is the engine's: its thread, UCX, the
+ *             codec), beside the codec's own (one quantization of the shard
+ *             and W dequantizations, timed here alone): the rest is what
+ *             waiting and moving bytes cost the CPU;
  *   2dir par  the same two on two host streams of two communicators (a
  *             duplicate of the first): on a full-duplex link they can use
  *             the two directions at once. On ONE communicator the engine
@@ -32,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "qccl.h"
@@ -40,6 +47,14 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds (user + system) this process used so far. */
+static double cpu_now(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
+         1e-6 * (double)u.ru_stime.tv_usec;
 }
 
 static void sleep_for(double s) {
@@ -144,6 +159,8 @@ int main(int argc, char** argv) {
                                         "2dir seq", "2dir par", "2dir 1comm"};
   double* t[NK];
   double* cpu_loop = calloc((size_t)iters, sizeof *cpu_loop);
+  double* cpu_alone = calloc((size_t)iters, sizeof *cpu_alone);
+  double* cpu_stream = calloc((size_t)iters, sizeof *cpu_stream);
   for (int k = 0; k < NK; k++) t[k] = calloc((size_t)iters, sizeof **t);
   /* warm-up: connections, scratch */
   CHECK(qcclAllGatherQ(in, out, shard, qcclBfloat16, &spec, comm, NULL));
@@ -155,7 +172,9 @@ int main(int argc, char** argv) {
     /* interleaved: every round measures every kind once */
     CHECK(qcclBarrier(comm, NULL));
     t0 = now();
+    double c0 = cpu_now();
     CHECK(qcclAllGatherQ(in, out, shard, qcclBfloat16, &spec, comm, NULL));
+    cpu_alone[it] = cpu_now() - c0;
     t[ALONE][it] = slowest(now() - t0);
     if (it == 0) G = t[ALONE][0];
 
@@ -167,9 +186,11 @@ int main(int argc, char** argv) {
 
     CHECK(qcclBarrier(comm, NULL));
     t0 = now();
+    c0 = cpu_now();
     CHECK(qcclAllGatherQ(in, out, shard, qcclBfloat16, &spec, comm, s1));
     sleep_for(G);
     CHECK(qcclStreamSynchronize(s1));
+    cpu_stream[it] = cpu_now() - c0;
     t[SLEEP][it] = slowest(now() - t0);
 
     CHECK(qcclBarrier(comm, NULL));
@@ -201,9 +222,27 @@ int main(int argc, char** argv) {
     CHECK(qcclStreamSynchronize(s2));
     t[ONECOMM][it] = slowest(now() - t0);
   }
+  double loop = median(cpu_loop, iters);
+  double cpu_a = median(cpu_alone, iters), cpu_s = median(cpu_stream, iters);
+  /* the codec's own CPU: one quantization of the shard, W dequantizations */
+  size_t qbytes;
+  CHECK(qcclQuantSize(shard, &spec, &qbytes));
+  void* q = malloc(qbytes);
+  if (q == NULL) return 1;
+  double codec = 0;
+  for (int it = 0; it < iters; it++) {
+    double c0 = cpu_now();
+    CHECK(qcclQuantize(in, shard, qcclBfloat16, &spec, q));
+    for (int j = 0; j < W; j++)
+      CHECK(qcclDequantize(q, shard, qcclBfloat16, &spec, out + (size_t)j * shard));
+    cpu_alone[it] = cpu_now() - c0; /* reused: the gathers' are taken */
+  }
+  codec = median(cpu_alone, iters);
+  free(q);
+
   double med[NK];
   for (int k = 0; k < NK; k++) med[k] = median(t[k], iters);
-  double loop = median(cpu_loop, iters);
+
   if (rank == 0) {
     printf(
         "# qccl-overlap-bench: W=%d, %zu bytes gathered (bf16, qwZ int8 B=256), %d rounds, "
@@ -215,6 +254,10 @@ int main(int argc, char** argv) {
            med[SLEEP] / med[ALONE], med[SUM] / med[ALONE]);
     printf("stream+cpu / alone    %.2f\n", med[CPU] / med[ALONE]);
     printf(
+        "engine CPU per gather: %.1f ms with stream NULL, %.1f ms on a stream (of %.1f ms); "
+        "the codec alone %.1f ms\n",
+        cpu_a * 1e3, cpu_s * 1e3, med[SLEEP] * 1e3, codec * 1e3);
+    printf(
         "2 streams / sequential %.2f (two communicators; target <= 0.70), one communicator "
         "%.2f\n",
         med[PAR] / med[SEQ], med[ONECOMM] / med[SEQ]);
@@ -222,9 +265,11 @@ int main(int argc, char** argv) {
       printf(
           "{\"W\": %d, \"bytes\": %zu, \"alone_ms\": %.3f, \"sum_ms\": %.3f, \"sleep_ms\": "
           "%.3f, \"cpu_ms\": %.3f, \"cpu_loop_ms\": %.3f, \"seq_ms\": %.3f, \"par_ms\": %.3f, "
-          "\"onecomm_ms\": %.3f}\n",
+          "\"onecomm_ms\": %.3f, \"engine_cpu_ms\": %.3f, \"stream_cpu_ms\": %.3f, "
+          "\"codec_cpu_ms\": %.3f}\n",
           W, total * 2, med[ALONE] * 1e3, med[SUM] * 1e3, med[SLEEP] * 1e3, med[CPU] * 1e3,
-          loop * 1e3, med[SEQ] * 1e3, med[PAR] * 1e3, med[ONECOMM] * 1e3);
+          loop * 1e3, med[SEQ] * 1e3, med[PAR] * 1e3, med[ONECOMM] * 1e3, cpu_a * 1e3, cpu_s * 1e3,
+          codec * 1e3);
   }
   CHECK(qcclStreamDestroy(s1));
   CHECK(qcclStreamDestroy(s2));
@@ -232,6 +277,8 @@ int main(int argc, char** argv) {
   CHECK(qcclCommDestroy(comm));
   for (int k = 0; k < NK; k++) free(t[k]);
   free(cpu_loop);
+  free(cpu_alone);
+  free(cpu_stream);
   free(in);
   free(out);
   free(in2);

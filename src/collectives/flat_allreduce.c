@@ -114,7 +114,8 @@ static const plan_ops_t ring_ops = {.name = "ring allreduce",
                                     .progress = ring_progress,
                                     .spin = p2p_leaf_spin,
                                     .check = p2p_leaf_check,
-                                    .cancel = p2p_leaf_cancel};
+                                    .cancel = p2p_leaf_cancel,
+                                    .arm = p2p_leaf_arm};
 
 qcclResult_t flat_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   return plan_alloc(sizeof(ring_plan_t), &ring_ops, comm, a, out);

@@ -21,6 +21,11 @@ typedef struct {
 /* spin_us: microseconds of polling before yielding (0 yields at once). */
 void backoff_init(backoff_t* b, uint32_t spin_us);
 
+/* 1 while the wait still polls for its spin (it would not yield yet). */
+static inline int backoff_spinning(const backoff_t* b) {
+  return b->spin > 0;
+}
+
 /* One idle step. Returns 1 when a slow check is due (every ~20 ms). */
 int backoff_idle(backoff_t* b);
 

@@ -131,7 +131,8 @@ static const plan_ops_t agq_ring_ops = {.name = "AllGatherQ ring",
                                         .progress = agq_ring_progress,
                                         .spin = p2p_leaf_spin,
                                         .check = p2p_leaf_check,
-                                        .cancel = p2p_leaf_cancel};
+                                        .cancel = p2p_leaf_cancel,
+                                        .arm = p2p_leaf_arm};
 
 static qcclResult_t agq_rail(hier_pipe_t* hp, int k, plan_t** child) {
   agq_pipe_t* h = (agq_pipe_t*)hp;
@@ -266,6 +267,7 @@ static const plan_ops_t agq_ops = {.name = "AllGatherQ",
                                    .spin = plan_seq_spin,
                                    .check = plan_seq_check,
                                    .cancel = plan_seq_cancel,
+                                   .arm = plan_seq_arm,
                                    .destroy = agq_destroy,
                                    .same = zpp_plan_same};
 
