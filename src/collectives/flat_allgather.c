@@ -55,7 +55,7 @@ static const plan_ops_t fag_ops = {.name = "ring allgather",
                                    .spin = p2p_leaf_spin,
                                    .check = p2p_leaf_check,
                                    .cancel = p2p_leaf_cancel,
-                                   .arm = p2p_leaf_arm};
+                                   .remote = p2p_leaf_remote};
 
 qcclResult_t flat_allgather_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   return plan_alloc(sizeof(fag_plan_t), &fag_ops, comm, a, out);

@@ -115,7 +115,7 @@ static const plan_ops_t ring_ops = {.name = "ring allreduce",
                                     .spin = p2p_leaf_spin,
                                     .check = p2p_leaf_check,
                                     .cancel = p2p_leaf_cancel,
-                                    .arm = p2p_leaf_arm};
+                                    .remote = p2p_leaf_remote};
 
 qcclResult_t flat_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   return plan_alloc(sizeof(ring_plan_t), &ring_ops, comm, a, out);

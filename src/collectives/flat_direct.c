@@ -143,14 +143,14 @@ static const plan_ops_t direct_ops = {.name = "direct",
                                       .spin = p2p_leaf_spin,
                                       .check = p2p_leaf_check,
                                       .cancel = p2p_leaf_cancel,
-                                      .arm = p2p_leaf_arm,
+                                      .remote = p2p_leaf_remote,
                                       .destroy = direct_destroy};
 static const plan_ops_t direct_barrier_ops = {.name = "barrier",
                                               .progress = direct_barrier_progress,
                                               .spin = p2p_leaf_spin,
                                               .check = p2p_leaf_check,
                                               .cancel = p2p_leaf_cancel,
-                                              .arm = p2p_leaf_arm,
+                                              .remote = p2p_leaf_remote,
                                               .destroy = direct_destroy};
 
 static qcclResult_t direct_plan(qcclComm_t comm, const coll_args_t* a, const plan_ops_t* ops,

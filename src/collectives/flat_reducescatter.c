@@ -84,7 +84,7 @@ static const plan_ops_t frs_ops = {.name = "ring reducescatter",
                                    .spin = p2p_leaf_spin,
                                    .check = p2p_leaf_check,
                                    .cancel = p2p_leaf_cancel,
-                                   .arm = p2p_leaf_arm};
+                                   .remote = p2p_leaf_remote};
 
 qcclResult_t flat_reducescatter_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
   return plan_alloc(sizeof(frs_plan_t), &frs_ops, comm, a, out);

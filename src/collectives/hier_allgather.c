@@ -161,7 +161,7 @@ static const plan_ops_t hier_ag_ring_ops = {.name = "hier allgather ring",
                                             .spin = p2p_leaf_spin,
                                             .check = p2p_leaf_check,
                                             .cancel = p2p_leaf_cancel,
-                                            .arm = p2p_leaf_arm};
+                                            .remote = p2p_leaf_remote};
 static const plan_ops_t hier_ag_node_ops = {.name = "hier allgather node",
                                             .progress = hier_ag_node_progress,
                                             .spin = plan_shm_spin,

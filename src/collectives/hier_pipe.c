@@ -150,13 +150,13 @@ static void hier_pipe_cancel(plan_t* p) {
   h->node_busy = h->rail_busy = 0;
 }
 
-/* What the pipeline waits on: the node stage's (it waits on the segment,
- * which wakes nobody, or on its own network), else the network stage's. */
-static int hier_pipe_arm(plan_t* p, int* fds, int max) {
+/* Whether the pipeline waits on other hosts only: its node stage when one
+ * is in progress (a wait on the segment is this host's), else its network
+ * stage. */
+static int hier_pipe_remote(plan_t* p) {
   hier_pipe_t* h = (hier_pipe_t*)p;
-  if (h->node_busy) return plan_arm(h->node_cur, fds, max);
-  if (h->rail_busy) return plan_arm(h->rail_cur, fds, max);
-  return 0;
+  if (h->node_busy) return plan_remote(h->node_cur);
+  return h->rail_busy && plan_remote(h->rail_cur);
 }
 
 static void hier_pipe_destroy(plan_t* p) {
@@ -173,7 +173,7 @@ qcclResult_t hier_pipe_plan(size_t bytes, const hier_pipe_ops_t* ops, qcclComm_t
                                       .spin = hier_pipe_spin,
                                       .check = hier_pipe_check,
                                       .cancel = hier_pipe_cancel,
-                                      .arm = hier_pipe_arm,
+                                      .remote = hier_pipe_remote,
                                       .destroy = hier_pipe_destroy};
   plan_t* p;
   QCCL_CHECK(plan_alloc(bytes, &pipe_ops, comm, a, &p));

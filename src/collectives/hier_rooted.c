@@ -83,7 +83,7 @@ static const plan_ops_t hier_rooted_ops = {.name = "hier rooted",
                                            .spin = plan_seq_spin,
                                            .check = plan_seq_check,
                                            .cancel = plan_seq_cancel,
-                                           .arm = plan_seq_arm,
+                                           .remote = plan_seq_remote,
                                            .destroy = hier_rooted_destroy};
 
 qcclResult_t hier_broadcast_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {

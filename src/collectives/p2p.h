@@ -57,10 +57,8 @@ qcclResult_t p2p_batch_check(p2p_batch_t* b, double idle);
 /* Frees the requests of transfers not complete (after a failure). */
 void p2p_batch_cancel(p2p_batch_t* b);
 
-/* plan_ops_t.arm for the batch: the descriptors of the transports of its
- * transfers not complete, 0 when one cannot wake a waiter (shared
- * memory), -1 when one has news already. */
-int p2p_batch_arm(p2p_batch_t* b, int* fds, int max);
+/* 1 when every transfer of b not complete goes to another host. */
+int p2p_batch_remote(const p2p_batch_t* b);
 
 /* ---- plans whose steps wait on a batch (the flat algorithms) ---- */
 
@@ -74,12 +72,12 @@ typedef struct {
  * communicator of the failed transfer failed (its pair is out of step). */
 qcclResult_t p2p_leaf_step(p2p_leaf_t* l, p2p_batch_t* b);
 
-/* The spin, slow check, cancel and arm of a p2p_leaf_t's plan
+/* The spin, slow check, cancel and remote of a p2p_leaf_t's plan
  * (plan_ops_t). */
 uint32_t p2p_leaf_spin(plan_t* p);
 qcclResult_t p2p_leaf_check(plan_t* p, double idle);
 void p2p_leaf_cancel(plan_t* p);
-int p2p_leaf_arm(plan_t* p, int* fds, int max);
+int p2p_leaf_remote(plan_t* p);
 
 /* One exchange: a send and a receive, or either alone (a ring step). */
 typedef struct {

@@ -7,40 +7,22 @@
  */
 #include "collectives/plan.h"
 
-#include <poll.h>
 #include <stdlib.h>
 
 #include "core/socket.h"
 #include "core/wait.h"
 
-/* Descriptors a sleeping driver polls at most, and how long it sleeps at
- * once: short, so that the workers of other calls (core/wait.h's idle
- * hook) and the slow check still run. */
-#define PLAN_POLL_FDS 8
-#define PLAN_POLL_MS 1
-#define PLAN_CHECK_PERIOD 0.02
-
-/* Sleeps until one of p's descriptors is readable (at most PLAN_POLL_MS);
- * 0 when p cannot wake the driver (it polls instead), 1 after a sleep or
- * when p has something to step at once. */
-static int plan_sleep(plan_t* p) {
-  int fds[PLAN_POLL_FDS];
-  int n = plan_arm(p, fds, PLAN_POLL_FDS);
-  if (n == 0) return 0;
-  if (n < 0) return 1;
-  struct pollfd pfd[PLAN_POLL_FDS];
-  for (int i = 0; i < n; i++) pfd[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-  poll(pfd, (nfds_t)n, PLAN_POLL_MS);
-  backoff_run_idle_hook();
-  return 1;
-}
-
 /* The waiting part of plan_drive, out of line: a call whose first step
- * finishes it (a small call with its peers ahead) never comes here. */
+ * finishes it (a small call with its peers ahead) never comes here. Once
+ * the spin is over, a wait on other hosts only (plan_remote) naps at once
+ * (core/wait.h's nap phase, which a wait on this host's peers reaches
+ * after yielding for a while): its peers need no core of this host, and
+ * a yield on an idle core is a busy loop that burnt the core for the
+ * whole of a transfer. */
 static __attribute__((noinline)) qcclResult_t plan_wait(plan_t* p) {
   backoff_t b;
   backoff_init(&b, p->ops->spin(p));
-  double since = clock_now(), next_check = 0;
+  double since = clock_now();
   uint64_t seen = p->moved;
   for (;;) {
     qcclResult_t r = p->ops->progress(p);
@@ -49,19 +31,9 @@ static __attribute__((noinline)) qcclResult_t plan_wait(plan_t* p) {
       seen = p->moved;
       backoff_init(&b, p->ops->spin(p));
       since = clock_now();
-      next_check = 0;
       continue;
     }
-    /* spun long enough: sleep on the network rather than yield */
-    if (!backoff_spinning(&b) && plan_sleep(p)) {
-      double now = clock_now();
-      if (next_check == 0) next_check = now + PLAN_CHECK_PERIOD;
-      if (now < next_check) continue;
-      next_check = now + PLAN_CHECK_PERIOD;
-      r = p->ops->check(p, now - since);
-      if (r != qcclSuccess) return r;
-      continue;
-    }
+    if (!backoff_spinning(&b) && plan_remote(p)) backoff_nap_now(&b);
     if (backoff_idle(&b)) {
       r = p->ops->check(p, clock_now() - since);
       if (r != qcclSuccess) return r;
@@ -179,7 +151,7 @@ void plan_seq_cancel(plan_t* p) {
   s->cur = NULL;
 }
 
-int plan_seq_arm(plan_t* p, int* fds, int max) {
+int plan_seq_remote(plan_t* p) {
   plan_seq_t* s = (plan_seq_t*)p;
-  return s->cur != NULL ? plan_arm(s->cur, fds, max) : 0;
+  return s->cur != NULL && plan_remote(s->cur);
 }

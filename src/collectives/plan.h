@@ -58,12 +58,10 @@ typedef struct {
   /* Frees what the plan owns besides its own memory: its children, its
    * buffers (NULL: nothing). */
   void (*destroy)(plan_t* p);
-  /* Readies what the plan waits on to wake the driver: returns how many
-   * descriptors it wrote into fds (at most max) that become readable when
-   * its peers' bytes arrive, 0 when it waits on something that cannot wake
-   * anyone (the node's segment: the driver polls), -1 when something
-   * arrived already (step again). NULL: always 0. */
-  int (*arm)(plan_t* p, int* fds, int max);
+  /* 1 when everything the plan waits for now is on other hosts (transfers
+   * over the network, which need no core of this host to progress), so
+   * the driver may nap rather than yield the core; NULL: always 0. */
+  int (*remote)(plan_t* p);
   /* For plans built from more than the call's arguments (plan_get's ctx:
    * the quantization specs of a ZeRO++ call): whether p was built from
    * ctx. NULL: the arguments say it all. */
@@ -148,23 +146,23 @@ static inline qcclResult_t plan_seq_step(plan_seq_t* s, plan_t* child) {
   return r;
 }
 
-/* The spin, slow check, cancel and arm of a plan_seq_t: its current
+/* The spin, slow check, cancel and remote of a plan_seq_t: its current
  * child's. */
 uint32_t plan_seq_spin(plan_t* p);
 qcclResult_t plan_seq_check(plan_t* p, double idle);
 void plan_seq_cancel(plan_t* p);
-int plan_seq_arm(plan_t* p, int* fds, int max);
+int plan_seq_remote(plan_t* p);
 
-/* A child's arm (0 when it has none). */
-static inline int plan_arm(plan_t* p, int* fds, int max) {
-  return p->ops->arm != NULL ? p->ops->arm(p, fds, max) : 0;
+/* A child's remote (0 when it has none). */
+static inline int plan_remote(plan_t* p) {
+  return p->ops->remote != NULL && p->ops->remote(p);
 }
 
 /* Drives p to its end on this thread: steps it, polls while it waits
  * (spin, then yield, then nap: core/wait.h; once the spin is over, a plan
- * that waits only on the network sleeps in poll() on what plan_arm gives
- * instead), and runs its slow check every ~20 ms of idling. A failed plan
- * is cancelled before its error returns. */
+ * that waits only on other hosts naps at once, plan_remote), and runs its
+ * slow check every ~20 ms of idling. A failed plan is cancelled before its
+ * error returns. */
 qcclResult_t plan_drive(plan_t* p);
 
 /* Builds the plan of call a on comm (the selection's, a family's), from

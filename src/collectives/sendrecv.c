@@ -186,28 +186,13 @@ void p2p_batch_cancel(p2p_batch_t* b) {
     }
 }
 
-int p2p_batch_arm(p2p_batch_t* b, int* fds, int max) {
-  void* armed[max > 0 ? max : 1];
-  int n = 0;
+int p2p_batch_remote(const p2p_batch_t* b) {
   for (int i = 0; i < b->n; i++) {
     if (b->st[i].complete) continue;
     qcclComm_t c = b->comms[i];
-    int peer = b->ops[i].root;
-    const transport_ops_t* t = c->peer_ops[peer];
-    void* ctx = c->peer_ctx[peer];
-    if (t->arm == NULL) return 0;
-    int seen = 0;
-    for (int k = 0; k < n && !seen; k++) seen = armed[k] == ctx;
-    if (seen) continue;
-    if (n == max) return 0;
-    int fd;
-    if (t->arm(ctx, &fd) != qcclSuccess) return -1; /* the next test says why */
-    if (fd == TRANSPORT_AGAIN) return -1;
-    if (fd == TRANSPORT_NO_WAKEUP) return 0;
-    armed[n] = ctx;
-    fds[n++] = fd;
+    if (!c->peer_ops[b->ops[i].root]->remote) return 0;
   }
-  return n > 0 ? n : -1;
+  return 1;
 }
 
 /* The communicator whose transfer failed (b->failed), made failed: a
@@ -246,9 +231,9 @@ void p2p_leaf_cancel(plan_t* p) {
   l->b = NULL;
 }
 
-int p2p_leaf_arm(plan_t* p, int* fds, int max) {
+int p2p_leaf_remote(plan_t* p) {
   p2p_leaf_t* l = (p2p_leaf_t*)p;
-  return l->b != NULL ? p2p_batch_arm(l->b, fds, max) : 0;
+  return l->b != NULL && p2p_batch_remote(l->b);
 }
 
 void p2p_xchg_start(p2p_xchg_t* x, qcclComm_t comm, int to, const void* sbuf, size_t sbytes,
@@ -276,7 +261,7 @@ static const plan_ops_t p2p_plan_ops = {.name = "send/recv",
                                         .spin = p2p_leaf_spin,
                                         .check = p2p_leaf_check,
                                         .cancel = p2p_leaf_cancel,
-                                        .arm = p2p_leaf_arm};
+                                        .remote = p2p_leaf_remote};
 
 static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int n) {
   if (n <= 0) return qcclSuccess;

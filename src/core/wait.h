@@ -16,6 +16,7 @@ typedef struct {
   double spin_end;   /* when the polling ends */
   double start;      /* clock_now() at backoff_init */
   double next_check; /* when backoff_idle next returns 1 */
+  int nap;           /* nap from now on (backoff_nap_now), not yield */
 } backoff_t;
 
 /* spin_us: microseconds of polling before yielding (0 yields at once). */
@@ -25,6 +26,10 @@ void backoff_init(backoff_t* b, uint32_t spin_us);
 static inline int backoff_spinning(const backoff_t* b) {
   return b->spin > 0;
 }
+
+/* Makes the next idle steps nap rather than yield (a wait on peers that
+ * need no core of this host). */
+void backoff_nap_now(backoff_t* b);
 
 /* One idle step. Returns 1 when a slow check is due (every ~20 ms). */
 int backoff_idle(backoff_t* b);

@@ -225,4 +225,4 @@ static qcclResult_t shm_check(void* ctx, int peer) {
 }
 
 const transport_ops_t shm_p2p_ops = {"shm",     shm_isend,  shm_irecv, shm_test,
-                                     shm_moved, shm_cancel, shm_check, NULL};
+                                     shm_moved, shm_cancel, shm_check, 0};

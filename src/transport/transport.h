@@ -35,16 +35,10 @@ typedef struct {
   void (*cancel)(void* ctx, void* req);
   /* qcclSuccess while peer is alive and reachable. */
   qcclResult_t (*check)(void* ctx, int peer);
-  /* Readies ctx to wake a waiter: *fd is a descriptor that becomes
-   * readable when something arrives (poll it, then test again),
-   * TRANSPORT_AGAIN when something arrived already (test again now), or
-   * TRANSPORT_NO_WAKEUP when this context cannot wake anyone (the waiter
-   * polls its requests). NULL: never can. */
-  qcclResult_t (*arm)(void* ctx, int* fd);
+  /* 1: the peers it reaches are on other hosts (a wait for them needs no
+   * core of this host's ranks: the waiter naps instead of yielding). */
+  int remote;
 } transport_ops_t;
-
-#define TRANSPORT_AGAIN (-1)
-#define TRANSPORT_NO_WAKEUP (-2)
 
 /* The shared-memory transport; ctx is the communicator's shm_t. */
 extern const transport_ops_t shm_p2p_ops;

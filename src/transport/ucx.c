@@ -64,7 +64,6 @@ struct ucx {
   char ctl[UCX_CONTROL_MAX];
   void** ctl_reqs;
   int ctl_posted;
-  int efd;                 /* the worker's event descriptor (ucx_arm), -1 without wakeups */
   pthread_mutex_t mu;      /* held by every use of the worker */
   int abandoned;           /* a request was freed unfinished: not for the idle hook */
   struct ucx *prev, *next; /* in ucx_all */
@@ -200,20 +199,12 @@ static qcclResult_t ucx_make_worker(ucx_t* u) {
   } else {
     snprintf(what, sizeof what, "UCX transports UCX_TLS='%.64s'", getenv("UCX_TLS"));
   }
-  int wakeup = 1;
   if (r == qcclSuccess) {
-    /* with wakeups (a waiter sleeps in poll() until bytes arrive) where
-     * the transports allow them, else without */
     ucp_params_t p;
     memset(&p, 0, sizeof p);
     p.field_mask = UCP_PARAM_FIELD_FEATURES;
-    p.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    p.features = UCP_FEATURE_TAG;
     ucs_status_t s = ucp_init(&p, cfg, &u->ctx);
-    if (s != UCS_OK) {
-      wakeup = 0;
-      p.features = UCP_FEATURE_TAG;
-      s = ucp_init(&p, cfg, &u->ctx);
-    }
     if (s != UCS_OK)
       r = QCCL_ERR(qcclInvalidArgument, "ucp_init: %s: %s (no such transport on this machine?)",
                    what, ucs_status_string(s));
@@ -226,12 +217,7 @@ static qcclResult_t ucx_make_worker(ucx_t* u) {
   /* one thread at a time: the thread that steps the call's plan, or one
    * that progresses idle workers (ucx_progress_idle), under u->mu */
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-  QCCL_CHECK(ucx_status(ucp_worker_create(u->ctx, &wp, &u->worker), "ucp_worker_create"));
-  u->efd = -1;
-  if (wakeup && ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) u->efd = -1;
-  QCCL_INFO(LOG_NET, "rank %d: UCX waits %s", u->rank,
-            u->efd >= 0 ? "sleep on the worker's event descriptor" : "poll (no wakeups)");
-  return qcclSuccess;
+  return ucx_status(ucp_worker_create(u->ctx, &wp, &u->worker), "ucp_worker_create");
 }
 
 /* All-gathers the worker addresses and connects to every remote peer. */
@@ -716,23 +702,5 @@ void ucx_break(ucx_t* u) {
   QCCL_INFO(LOG_NET, "rank %d: UCX endpoints closed: the communicator failed", u->rank);
 }
 
-/* UCP's wakeup protocol: progress until nothing moves, then arm; busy
- * means events came meanwhile (step again), else the descriptor wakes the
- * waiter when the next one comes. */
-static qcclResult_t ucx_arm(void* ctx, int* fd) {
-  ucx_t* u = ctx;
-  *fd = TRANSPORT_NO_WAKEUP;
-  if (u->efd < 0) return qcclSuccess;
-  pthread_mutex_lock(&u->mu);
-  int n = 0;
-  while (ucp_worker_progress(u->worker) != 0 && n < 64) n++;
-  ucs_status_t st = n > 0 ? UCS_ERR_BUSY : ucp_worker_arm(u->worker);
-  pthread_mutex_unlock(&u->mu);
-  *fd = st == UCS_OK ? u->efd : TRANSPORT_AGAIN;
-  if (st != UCS_OK && st != UCS_ERR_BUSY)
-    return QCCL_ERR(qcclSystemError, "ucp_worker_arm: %s", ucs_status_string(st));
-  return qcclSuccess;
-}
-
 const transport_ops_t ucx_p2p_ops = {"ucx",     ucx_isend,  ucx_irecv, ucx_test,
-                                     ucx_moved, ucx_cancel, ucx_check, ucx_arm};
+                                     ucx_moved, ucx_cancel, ucx_check, 1};

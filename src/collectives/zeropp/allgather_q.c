@@ -132,7 +132,7 @@ static const plan_ops_t agq_ring_ops = {.name = "AllGatherQ ring",
                                         .spin = p2p_leaf_spin,
                                         .check = p2p_leaf_check,
                                         .cancel = p2p_leaf_cancel,
-                                        .arm = p2p_leaf_arm};
+                                        .remote = p2p_leaf_remote};
 
 static qcclResult_t agq_rail(hier_pipe_t* hp, int k, plan_t** child) {
   agq_pipe_t* h = (agq_pipe_t*)hp;
@@ -267,7 +267,7 @@ static const plan_ops_t agq_ops = {.name = "AllGatherQ",
                                    .spin = plan_seq_spin,
                                    .check = plan_seq_check,
                                    .cancel = plan_seq_cancel,
-                                   .arm = plan_seq_arm,
+                                   .remote = plan_seq_remote,
                                    .destroy = agq_destroy,
                                    .same = zpp_plan_same};
 

@@ -76,7 +76,7 @@ static const plan_ops_t arq_ops = {.name = "AllReduceQ",
                                    .spin = plan_seq_spin,
                                    .check = plan_seq_check,
                                    .cancel = plan_seq_cancel,
-                                   .arm = plan_seq_arm,
+                                   .remote = plan_seq_remote,
                                    .destroy = arq_destroy,
                                    .same = zpp_plan_same};
 

@@ -255,7 +255,7 @@ static const plan_ops_t rsq_rail_ops = {.name = "ReduceScatterQ rail",
                                         .spin = p2p_leaf_spin,
                                         .check = p2p_leaf_check,
                                         .cancel = p2p_leaf_cancel,
-                                        .arm = p2p_leaf_arm};
+                                        .remote = p2p_leaf_remote};
 
 static qcclResult_t rsq_rail(hier_pipe_t* hp, int k, plan_t** child) {
   rsq_pipe_t* h = (rsq_pipe_t*)hp;
@@ -431,7 +431,7 @@ static const plan_ops_t rsq_ops = {.name = "ReduceScatterQ",
                                    .spin = plan_seq_spin,
                                    .check = plan_seq_check,
                                    .cancel = plan_seq_cancel,
-                                   .arm = plan_seq_arm,
+                                   .remote = plan_seq_remote,
                                    .destroy = rsq_destroy,
                                    .same = zpp_plan_same};
 

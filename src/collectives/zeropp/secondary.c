@@ -309,7 +309,7 @@ static const plan_ops_t sec_plan_ops = {.name = "hpZ node gather",
                                         .spin = plan_seq_spin,
                                         .check = plan_seq_check,
                                         .cancel = plan_seq_cancel,
-                                        .arm = plan_seq_arm,
+                                        .remote = plan_seq_remote,
                                         .destroy = sec_plan_destroy};
 
 /* The plan of s's node gathers, on its node communicator. */
