@@ -41,16 +41,11 @@ void backoff_init(backoff_t* b, uint32_t spin_us) {
   b->spin_end = 0;
   b->start = 0;
   b->next_check = 0;
-  b->nap = 0;
+  b->nap_after = BACKOFF_NAP_AFTER;
 }
 
-void backoff_nap_now(backoff_t* b) {
-  if (b->start == 0) { /* not yielding yet: start the clocks now */
-    double now = clock_now();
-    b->start = now;
-    b->next_check = now + BACKOFF_CHECK_PERIOD;
-  }
-  b->nap = 1;
+void backoff_nap_after(backoff_t* b, double after) {
+  b->nap_after = after;
 }
 
 int backoff_idle(backoff_t* b) {
@@ -66,7 +61,7 @@ int backoff_idle(backoff_t* b) {
     b->start = now;
     b->next_check = now + BACKOFF_CHECK_PERIOD;
   }
-  if (!b->nap && now - b->start < BACKOFF_NAP_AFTER) {
+  if (now - b->start < b->nap_after) {
     sched_yield();
   } else {
     struct timespec ts = {0, 50000};

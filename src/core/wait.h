@@ -16,7 +16,7 @@ typedef struct {
   double spin_end;   /* when the polling ends */
   double start;      /* clock_now() at backoff_init */
   double next_check; /* when backoff_idle next returns 1 */
-  int nap;           /* nap from now on (backoff_nap_now), not yield */
+  double nap_after;  /* seconds of yielding before it naps (backoff_nap_after) */
 } backoff_t;
 
 /* spin_us: microseconds of polling before yielding (0 yields at once). */
@@ -27,9 +27,10 @@ static inline int backoff_spinning(const backoff_t* b) {
   return b->spin > 0;
 }
 
-/* Makes the next idle steps nap rather than yield (a wait on peers that
- * need no core of this host). */
-void backoff_nap_now(backoff_t* b);
+/* Makes the wait nap rather than yield once it has yielded for `after`
+ * seconds (instead of ~50 ms): a wait on peers that need no core of this
+ * host. */
+void backoff_nap_after(backoff_t* b, double after);
 
 /* One idle step. Returns 1 when a slow check is due (every ~20 ms). */
 int backoff_idle(backoff_t* b);
