@@ -13,7 +13,7 @@
  * the chunked path. Per rank: n bytes written to the segment, (W-1) n
  * read from peers' slots, one wait. The slot is the chunked path's slot
  * of the same chunk number, and the call ends by posting the chunk's last
- * step, so the double buffering of shm_chunk_begin guards it the same
+ * step, so the double buffering of shm_test_chunk guards it the same
  * way: a rank overwrites the slot only after every peer has read it.
  *
  * Which calls take it (node_allreduce_oneshot_fits): at most one slot, and

@@ -1,11 +1,11 @@
 /*
- * coll.h - the communicator and the interface between the public API
- * (api.c, group.c) and the algorithms (one file each).
+ * coll.h - the communicator (struct qcclComm) and what every floor of the
+ * collective layer shares about it: a call's arguments (coll_args_t), its
+ * counters, its scratch, its failure and agreement records.
  *
- * A call is validated in api.c, then either queued (inside a group) or run
- * at once through coll_run(), which picks the algorithm. All algorithms of
- * this layer run inside one node over the shared-memory segment; each
- * takes the validated arguments and returns when the result is in place.
+ * A call is validated by its entry point (api.c, the ZeRO++ entries),
+ * takes its turn (engine.c) and runs as a plan (plan.h) that the selection
+ * (select.c) or a family builds: docs/ARCHITECTURE.md, "The engine".
  */
 #ifndef QCCL_COLLECTIVES_COLL_H_
 #define QCCL_COLLECTIVES_COLL_H_
@@ -157,6 +157,7 @@ struct qcclComm {
    * of their use */
   struct plan* plans[COMM_PLANS];
   uint64_t plans_clock;
+  int plans_last; /* the entry the last call found or filled */
 };
 
 /* QCCL_CHECK (agree.c): checks that every rank of the node makes the same
@@ -285,16 +286,6 @@ static inline void coll_part(size_t n, int nparts, int part, size_t* lo, size_t*
   size_t q = n / (size_t)nparts, r = n % (size_t)nparts, p = (size_t)part;
   *lo = p * q + (p < r ? p : r);
   *hi = *lo + q + (p < r ? 1 : 0);
-}
-
-/* Ends a rooted collective that ran chunks: returns once every rank has
- * finished the last one. Called by the root of Reduce (it has read every
- * part) and by a rank whose buffer was read single copy (it must outlive
- * its readers); the others return once they have posted their last chunk,
- * the next call's shm_chunk_begin guarding their slots. */
-static inline qcclResult_t coll_rooted_end(shm_t* s, size_t nchunks) {
-  if (nchunks == 0) return qcclSuccess;
-  return shm_wait_all(s, 3 * (s->chunk_seq - 1) + 3);
 }
 
 /* Copies n bytes unless dst == src (in place). */

@@ -29,7 +29,10 @@ int node_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes);
 qcclResult_t node_allreduce_oneshot_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
 
 /* The test that ends a rooted call that ran chunks: every rank finished
- * the last one (coll_rooted_end's condition, without waiting). */
+ * the last one. The root of Reduce and Gather waits for it (it read every
+ * part), and so does a rank whose buffer was read single copy (it must
+ * outlive its readers); the others end once they posted their last
+ * chunk, the next call's chunk test guarding their slots. */
 static inline qcclResult_t node_test_rooted_end(shm_t* s, size_t nchunks) {
   if (nchunks == 0) return qcclSuccess;
   return shm_test_all(s, 3 * (s->chunk_seq - 1) + 3);

@@ -98,11 +98,6 @@ void p2p_xchg_start(p2p_xchg_t* x, qcclComm_t comm, int to, const void* sbuf, si
  * scratch). */
 qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n);
 
-/* Sends sbytes to peer `to` while receiving rbytes from `from` (either may
- * be -1 for none), progressing both. */
-qcclResult_t p2p_sendrecv(qcclComm_t comm, int to, const void* sbuf, size_t sbytes, int from,
-                          void* rbuf, size_t rbytes);
-
 /* A send / receive pair as transfers of a batch: ops[0..*n) gets the send
  * to `to` (if to >= 0) and the receive from `from` (if from >= 0), of
  * bytes each. */

@@ -345,12 +345,3 @@ void p2p_pair(coll_args_t* ops, int* n, int to, const void* sbuf, size_t sbytes,
   if (from >= 0)
     ops[(*n)++] = (coll_args_t){COLL_RECV, NULL, rbuf, rbytes, qcclUint8, qcclSum, from};
 }
-
-qcclResult_t p2p_sendrecv(qcclComm_t comm, int to, const void* sbuf, size_t sbytes, int from,
-                          void* rbuf, size_t rbytes) {
-  coll_args_t ops[2];
-  qcclComm_t comms[2] = {comm, comm};
-  int n;
-  p2p_pair(ops, &n, to, sbuf, sbytes, from, rbuf, rbytes);
-  return n ? p2p_run(ops, comms, n) : qcclSuccess;
-}

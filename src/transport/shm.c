@@ -470,10 +470,6 @@ static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, in
   }
 }
 
-qcclResult_t shm_wait_rank(shm_t* s, int rank, uint64_t step) {
-  return shm_wait_counter(s, rank, rank + 1, step, 0);
-}
-
 qcclResult_t shm_wait_all(shm_t* s, uint64_t step) {
   return shm_wait_counter(s, 0, s->nranks, step, 0);
 }
@@ -528,11 +524,4 @@ uint64_t shm_chunk_next(shm_t* s) {
    * CPU would hold it off for the whole spin */
   atomic_store_explicit(&s->ctrl[s->rank].cpu, sched_getcpu(), memory_order_relaxed);
   return s->chunk_seq++;
-}
-
-qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g) {
-  uint64_t n = shm_chunk_next(s);
-  if (n >= 2) QCCL_CHECK(shm_wait_all(s, 3 * (n - 2) + 3));
-  *g = n;
-  return qcclSuccess;
 }

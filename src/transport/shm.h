@@ -163,8 +163,8 @@ int shm_reg_find(shm_t* s, const void* buf, size_t len, shm_reg_t* reg);
 
 /* Publishes reg for chunk g as this rank's buffer `which` (SHM_REG_IN or
  * SHM_REG_OUT, two buffers a chunk may publish); peers read the slot or the
- * result area where it says nowhere. Call after shm_chunk_begin(g) and
- * before posting 3g+1. */
+ * result area where it says nowhere. Call once chunk g's test passed
+ * (shm_test_chunk) and before posting 3g+1. */
 void shm_reg_publish(shm_t* s, uint64_t g, int which, const shm_reg_t* reg);
 
 /* After peer posted 3g+1: its published buffer `which` for chunk g, mapped
@@ -232,11 +232,10 @@ static inline qcclResult_t shm_test_all(shm_t* s, uint64_t step) {
 uint32_t shm_wait_spin(shm_t* s);
 qcclResult_t shm_wait_check(shm_t* s, double idle);
 
-/* Waits until rank's step >= step. Fails with qcclRemoteError when a rank
- * aborted or died, qcclTimeout after s->timeout seconds. */
-qcclResult_t shm_wait_rank(shm_t* s, int rank, uint64_t step);
-
-/* Waits until every rank's step >= step. */
+/* Waits until every rank's step >= step (what the communicator's setup
+ * and the agreement check wait with; the collectives' plans test). Fails
+ * with qcclRemoteError when a rank aborted or died, qcclTimeout after
+ * s->timeout seconds. */
 qcclResult_t shm_wait_all(shm_t* s, uint64_t step);
 
 /* The agreement check (collectives/agree.c). shm_check_publish posts this
@@ -269,12 +268,9 @@ void shm_set_abort(shm_t* s);
  * this rank runs. */
 uint32_t shm_spin_for(shm_t* s, int peer);
 
-/* Starts chunk g: waits until slot g%2 is free on every rank. Returns g. */
-qcclResult_t shm_chunk_begin(shm_t* s, uint64_t* g);
-
-/* The same without waiting: shm_chunk_next takes the next chunk number g
- * (and publishes where this rank runs), and shm_test_chunk says when its
- * slots are free on every rank (chunk g-2 read everywhere). */
+/* Starts chunk g without waiting: shm_chunk_next takes the next chunk
+ * number g (and publishes where this rank runs), and shm_test_chunk says
+ * when its slot g%2 is free on every rank (chunk g-2 read everywhere). */
 uint64_t shm_chunk_next(shm_t* s);
 static inline qcclResult_t shm_test_chunk(shm_t* s, uint64_t g) {
   return g < 2 ? qcclSuccess : shm_test_all(s, 3 * (g - 2) + 3);

@@ -4,8 +4,8 @@
  * change in the caller (qcclCommSetPolicy, QCCL_POLICY).
  *
  * api.c asks zpp_policy_applies of every plain call the user issues
- * (the plain collectives that the quantized ones run inside go straight
- * to coll_run and are never asked); a call qualifies when its collective
+ * (the plain collectives that the quantized ones run inside are stages of
+ * their plans, not calls, and are never asked); a call qualifies when its collective
  * has a policy (the communicator's, else
  * QCCL_POLICY's), its type is f32 / f16 / bf16, its op (reductions) is Sum
  * or Avg and its full buffer is at least the policy's minimum. It then
