@@ -21,6 +21,14 @@
  *
  * In both, the own block goes straight from sendbuff to recvbuff.
  *
+ * Where single copy applies (cma_use of the piece per peer: the segment's
+ * and the count's, so every rank decides alike) every rank reads every
+ * piece whole in the first chunk, its own buffer's or a mapped one's, and
+ * the chunks after it would only keep step: the call is then one chunk,
+ * one publication, one read of each peer and one wait at the end (16 MiB on
+ * 4 ranks: 16 chunks of 256 KiB per peer before, each a round of waits on
+ * every peer of an oversubscribed host).
+ *
  * Plan: as AllGather's (allgather.c), piece by piece.
  */
 #include "collectives/node.h"
@@ -33,6 +41,7 @@ typedef struct {
   plan_t p;
   size_t piece; /* bytes of a chunk per peer */
   /* the call's (the count may change from start to start: plan_restart) */
+  size_t span; /* bytes per peer of each chunk: piece, or the whole block */
   shm_reg_t reg;
   int mapped, direct, offered, k;
   share_job_t job;
@@ -48,7 +57,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
   shm_t* s = comm->shm;
   const coll_args_t* a = &p->a;
   int w = comm->nranks, r = comm->rank;
-  size_t bytes = a->count * dtype_size(a->datatype), piece = t->piece;
+  size_t bytes = a->count * dtype_size(a->datatype), piece = t->span;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
@@ -64,6 +73,9 @@ static qcclResult_t a2a_progress(plan_t* p) {
         t->mapped = shm_reg_find(s, in, bytes * (size_t)w, &t->reg);
         /* else, from CMA's threshold: the peers read their pieces single copy */
         t->direct = t->mapped || cma_offer(s, in, bytes, 0, &t->reg);
+        /* every rank reads whole pieces in the first chunk: one chunk */
+        t->span = cma_use(s, bytes) ? bytes : t->piece;
+        piece = t->span;
         t->job = (share_job_t){in, out, bytes, 1, 0};
         t->off = 0;
         p->phase = A2A_CHUNK;
