@@ -80,10 +80,18 @@
  * CMA_SPEED_REPS each, both in cache) and the ranks agree on the slowest
  * ratio; below CMA_SPEED_MIN single copy is off for plain buffers (the
  * two-copy algorithms everywhere; qcclMemAlloc buffers are still read in
- * place), unless QCCL_CMA_MIN_BYTES is set, which wins. */
-#define CMA_SPEED_BYTES ((size_t)256 << 10)
+ * place), unless QCCL_CMA_MIN_BYTES is set, which wins.
+ *
+ * 1 MiB, not 256 KiB: at 256 KiB a 2-vCPU Intel Xeon guest, where single
+ * copy took 0.37-0.80x the staged time in AlltoAll, SendRecv and 2-rank
+ * AllGather from 256 KiB, read 0.47-0.57, and its inits chose either way
+ * from one run to the next; at 1 MiB a standalone probe read 0.68-0.73
+ * there and 0.32 on the AMD guest, and the Intel guest's inits 0.51-0.69
+ * (2, 4 and 8 ranks, the slowest rank's). CMA_SPEED_MIN sits between the
+ * two, 0.45 (docs/PERF.md, "A probe that tells the two machines apart"). */
+#define CMA_SPEED_BYTES ((size_t)1 << 20)
 #define CMA_SPEED_REPS 10
-#define CMA_SPEED_MIN 0.5
+#define CMA_SPEED_MIN 0.45
 
 /* Decides s->cma_min for the segment: QCCL_CMA_MIN_BYTES (0 = off) when every
  * local rank can read every other's memory, else 0; where the variable is
