@@ -53,7 +53,7 @@ static qcclResult_t gather_progress(plan_t* p) {
          * an older call's address */
         shm_reg_t mapped;
         t->reg = (shm_reg_t){0, 0, -1};
-        t->cma = r != root && cma_gather_use(s, bytes) && !shm_reg_find(s, in, bytes, &mapped) &&
+        t->cma = r != root && cma_gather_use(s, w, bytes) && !shm_reg_find(s, in, bytes, &mapped) &&
                  cma_offer(s, in, bytes, 0, &t->reg);
         t->off = t->chunks = 0;
         p->phase = GATHER_CHUNK;

@@ -117,16 +117,25 @@ static inline int cma_use(const shm_t* s, size_t bytes) {
 static inline int cma_scatter_use(const shm_t* s, int nranks, size_t block) {
   return cma_use(s, block) && (nranks > 2 || block <= CMA_SCATTER_MAX2_BYTES);
 }
-/* Gather (gather.c): the root reads blocks of CMA_GATHER_MIN_BYTES to
- * CMA_GATHER_MAX_BYTES single copy, at any rank count. Blocks of 128-512
- * KiB took 0.65-0.93x the staged time on 2, 4 and 8 ranks; 64 KiB 0.96x on
- * 4, 1-4 MiB 0.92-1.13x, 8-32 MiB 1.44-1.78x: the root copies every block
- * alone either way, and staged the peers' copies run on the other core at
- * the same time (docs/PERF.md, as above) */
+/* Gather (gather.c): the root reads blocks from CMA_GATHER_MIN_BYTES
+ * single copy; on 2 ranks up to CMA_GATHER_MAX2_BYTES per block, on more
+ * while the call moves at most CMA_GATHER_MAX_TOTAL bytes in all. On 2
+ * ranks 256 KiB-1 MiB calls (128-512 KiB blocks) took 0.65-0.85x the
+ * staged time, 4-64 MiB 1.05-1.44x: the root copies every block alone
+ * either way, and staged the peer's copy runs on the other core at the
+ * same time. On 4 and 8 ranks calls of 1-32 MiB took 0.71-1.02x in two
+ * series on two Intel guests, 64 MiB 1.34-1.78x whatever the block (8 MiB
+ * blocks: 0.89x on 4 ranks, 1.34x on 8): a call larger than the caches
+ * hold goes at the speed of the root's reads alone, where staged the peers'
+ * copies overlap them (docs/PERF.md, "Single copy for rooted calls and
+ * sends" and "Gather single copy on more ranks") */
 #define CMA_GATHER_MIN_BYTES ((size_t)128 << 10)
-#define CMA_GATHER_MAX_BYTES ((size_t)512 << 10)
-static inline int cma_gather_use(const shm_t* s, size_t block) {
-  return cma_use(s, block) && block >= CMA_GATHER_MIN_BYTES && block <= CMA_GATHER_MAX_BYTES;
+#define CMA_GATHER_MAX2_BYTES ((size_t)512 << 10)
+#define CMA_GATHER_MAX_TOTAL ((size_t)32 << 20)
+static inline int cma_gather_use(const shm_t* s, int nranks, size_t block) {
+  if (!cma_use(s, block) || block < CMA_GATHER_MIN_BYTES) return 0;
+  return nranks > 2 ? block <= CMA_GATHER_MAX_TOTAL / (size_t)nranks
+                    : block <= CMA_GATHER_MAX2_BYTES;
 }
 
 /* Reduce (reduce.c): single copy from CMA's threshold per part, in calls of
