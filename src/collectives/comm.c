@@ -285,6 +285,11 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   c->oneshot_bytes = peers[0].oneshot;
   c->nlanes = (int)peers[0].lanes;
   c->nnodes = comm_place(peers, c->nranks, c->node_of);
+  /* the fewest cores any rank of this host saw: algorithms that size
+   * themselves by the cores (reduce.c) must choose alike on every rank */
+  for (int j = 0; j < c->nranks; j++)
+    if (c->node_of[j] == c->node_of[c->rank] && peers[j].ncores < c->ncores)
+      c->ncores = peers[j].ncores;
   QCCL_CHECK_GOTO(comm_topo_build(c), r, fail);
   QCCL_CHECK_GOTO(comm_parse_algo(c), r, fail);
   kinds = malloc(w * sizeof *kinds);

@@ -10,6 +10,17 @@
  * AllReduce gives. Only the root waits for every rank at the end; the
  * others return once their parts are posted.
  *
+ * How many ranks reduce (reduce_reducers): on a host with more ranks than
+ * cores but at most twice as many, only as many as the cores do, the root
+ * and the ranks after it, each a part of 1/cores; the others stage their
+ * whole chunk and go on, with no wait for the rest. Every rank that
+ * reduces waits for every stage, and on 2 cores each such wait of 3 or 4
+ * ranks is a round of the scheduler: 2 reducers took 0.63-0.94x the time
+ * of 4 on 4 ranks from 64 KiB to 4 MiB (0.91-1.06x at 16 MiB), 0.81-0.89x
+ * of 3 on 3; on 5 and 8 ranks fewer reducers gained nothing or lost (2 of
+ * 8: 1.1-1.4x: the stagers hold the reducers off the cores) (docs/PERF.md,
+ * "How many ranks reduce"). The parts' bits do not depend on who reduces.
+ *
  * Single copy (cma.h, cma_reduce_use): on 2 ranks a sendbuff that is not
  * qcclMemAlloc memory is offered instead of staged, and each rank reads
  * the other's part of it with process_vm_readv before reducing its own.
@@ -28,9 +39,26 @@
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
+/* How many ranks reduce (see the top): the cores, when there are more
+ * ranks than cores but at most twice as many, else every rank. */
+static int reduce_reducers(const shm_t* s, int w) {
+  return w > s->ncores && w <= 2 * s->ncores ? s->ncores : w;
+}
+
+/* The part of reducer v (0: the root) of nred; a rank that does not reduce
+ * (v >= nred) has none and stages the whole chunk. */
+static void reduce_part(size_t m, int nred, int v, size_t* lo, size_t* hi) {
+  if (v >= nred) {
+    *lo = *hi = m;
+    return;
+  }
+  coll_part(m, nred, v, lo, hi);
+}
+
 typedef struct {
   plan_t p;
   size_t es, per_chunk;
+  int nred; /* ranks that reduce a part: root, root+1, ... */
   /* the call's */
   shm_reg_t reg;
   int cma;
@@ -51,7 +79,8 @@ static qcclResult_t reduce_progress(plan_t* p) {
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   size_t m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk, lo, hi;
-  coll_part(m, w, r, &lo, &hi);
+  int nred = t->nred, v = (r - root + w) % w;
+  reduce_part(m, nred, v, &lo, &hi);
   for (;;) {
     switch (p->phase) {
       case REDUCE_START: {
@@ -63,7 +92,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
         size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
         shm_reg_t mapped;
         t->reg = (shm_reg_t){0, 0, -1};
-        t->cma = cma_reduce_use(s, w, a->count * es, first / (size_t)w) &&
+        t->cma = nred == w && cma_reduce_use(s, w, a->count * es, first / (size_t)w) &&
                  !shm_reg_find(s, in, a->count * es, &mapped) &&
                  cma_offer(s, in, first / (size_t)w, 0, &t->reg);
         t->peer_tmp = NULL;
@@ -77,7 +106,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
           break;
         }
         m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk;
-        coll_part(m, w, r, &lo, &hi);
+        reduce_part(m, nred, v, &lo, &hi);
         t->g = shm_chunk_next(s);
         p->phase = REDUCE_FREE;
         PLAN_FALLTHROUGH;
@@ -92,6 +121,12 @@ static qcclResult_t reduce_progress(plan_t* p) {
         p->phase = REDUCE_STAGED;
         PLAN_FALLTHROUGH;
       case REDUCE_STAGED: {
+        if (v >= nred) { /* stages only */
+          coll_stats_shm(comm, m * es);
+          shm_post(s, 3 * t->g + 2);
+          p->phase = REDUCE_REDUCED;
+          break;
+        }
         PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
         const void* srcs[w];
         for (int j = 0; j < w; j++) {
@@ -119,10 +154,10 @@ static qcclResult_t reduce_progress(plan_t* p) {
       case REDUCE_REDUCED:
         if (r == root) {
           PLAN_TEST(p, shm_test_all(s, 3 * t->g + 2));
-          for (int j = 0; j < w; j++) {
-            if (j == r) continue;
+          for (int u = 1; u < nred; u++) {
+            int j = (root + u) % w;
             size_t jl, jh;
-            coll_part(m, w, j, &jl, &jh);
+            reduce_part(m, nred, u, &jl, &jh);
             copy_out(out + (t->off + jl) * es, shm_result(s, j, t->g), (jh - jl) * es,
                      a->count * es >= COPY_STREAM_MIN_TOTAL);
           }
@@ -154,5 +189,6 @@ qcclResult_t node_reduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** ou
   reduce_plan_t* t = (reduce_plan_t*)*out;
   t->es = dtype_size(a->datatype);
   t->per_chunk = comm->shm->chunk_bytes / t->es;
+  t->nred = reduce_reducers(comm->shm, comm->nranks);
   return qcclSuccess;
 }

@@ -248,6 +248,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   s->roomy = w <= ncores;
+  s->ncores = ncores > 0 ? ncores : 1;
   int64_t nt;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;

@@ -107,6 +107,7 @@ typedef struct shm {
   double timeout;       /* seconds without progress before qcclTimeout */
   uint32_t spin;        /* microseconds of polling before yielding */
   int roomy;            /* the node's ranks fit its cores (shm_wait_counter) */
+  int ncores;           /* the node's cores (at least 1) */
   double next_move;     /* clock_now() from which a wait may move off a shared CPU */
   size_t cma_min;       /* smallest per-peer block sent single copy, 0 = never */
   size_t handoff_nt;    /* calls of at least this many bytes hand off through memory */
