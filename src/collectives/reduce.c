@@ -19,7 +19,11 @@
  * of 4 on 4 ranks from 64 KiB to 4 MiB (0.91-1.06x at 16 MiB), 0.81-0.89x
  * of 3 on 3; on 5 and 8 ranks fewer reducers gained nothing or lost (2 of
  * 8: 1.1-1.4x: the stagers hold the reducers off the cores) (docs/PERF.md,
- * "How many ranks reduce"). The parts' bits do not depend on who reduces.
+ * "How many ranks reduce"). On 2 ranks calls up to 128 KiB have one
+ * reducer, the root, which reduces the whole chunk straight into recvbuff
+ * while the other stages and goes on: 4-64 KiB took 0.54-0.83x the time of
+ * two reducers (from 256 KiB 0.84-1.14x, noise, and single copy takes
+ * over). The parts' bits do not depend on who reduces.
  *
  * Single copy (cma.h, cma_reduce_use): on 2 ranks a sendbuff that is not
  * qcclMemAlloc memory is offered instead of staged, and each rank reads
@@ -36,12 +40,16 @@
 #include "collectives/node.h"
 #include "collectives/reduce_kernels.h"
 #include "core/dtype.h"
+#include "core/log.h"
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
-/* How many ranks reduce (see the top): the cores, when there are more
- * ranks than cores but at most twice as many, else every rank. */
-static int reduce_reducers(const shm_t* s, int w) {
+/* How many ranks reduce a call of bytes (see the top): one, the root, on 2
+ * ranks up to REDUCE_ONE_MAX_BYTES; the cores, when there are more ranks
+ * than cores but at most twice as many; else every rank. */
+#define REDUCE_ONE_MAX_BYTES ((size_t)128 << 10)
+static int reduce_reducers(const shm_t* s, int w, size_t bytes) {
+  if (w == 2 && bytes <= REDUCE_ONE_MAX_BYTES) return 1;
   return w > s->ncores && w <= 2 * s->ncores ? s->ncores : w;
 }
 
@@ -58,7 +66,7 @@ static void reduce_part(size_t m, int nred, int v, size_t* lo, size_t* hi) {
 typedef struct {
   plan_t p;
   size_t es, per_chunk;
-  int nred; /* ranks that reduce a part: root, root+1, ... */
+  int nred; /* the call's ranks that reduce a part: root, root+1, ... */
   /* the call's */
   shm_reg_t reg;
   int cma;
@@ -88,6 +96,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
           coll_copy(out, in, a->count * es);
           return qcclSuccess;
         }
+        nred = t->nred = reduce_reducers(s, w, a->count * es);
         /* single copy: the block is a part of the first chunk */
         size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
         shm_reg_t mapped;
@@ -189,6 +198,9 @@ qcclResult_t node_reduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** ou
   reduce_plan_t* t = (reduce_plan_t*)*out;
   t->es = dtype_size(a->datatype);
   t->per_chunk = comm->shm->chunk_bytes / t->es;
-  t->nred = reduce_reducers(comm->shm, comm->nranks);
+  int nred = reduce_reducers(comm->shm, comm->nranks, a->count * t->es);
+  if (nred < comm->nranks)
+    QCCL_INFO(LOG_COLL, "reduce of %zu x %s on %d ranks, %d cores: %d of them reduce", a->count,
+              dtype_name(a->datatype), comm->nranks, comm->shm->ncores, nred);
   return qcclSuccess;
 }
