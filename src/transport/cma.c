@@ -69,7 +69,9 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   s->cma_min = 0;
   int64_t min;
   int chosen = env_get("QCCL_CMA_MIN_BYTES") != NULL;
-  QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES", CMA_MIN_BYTES_DEFAULT, 0, (int64_t)1 << 50, &min));
+  QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES",
+                          s->roomy ? CMA_MIN_BYTES_ROOMY : CMA_MIN_BYTES_DEFAULT, 0,
+                          (int64_t)1 << 50, &min));
   /* read every peer's probe word (published before the attach barrier);
    * also what decides whether peers may map each other's qcclMemAlloc
    * memory (shm_map.c: /proc/<pid>/fd needs the same permission) */

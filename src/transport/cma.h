@@ -43,8 +43,19 @@
  * W-1 blocks at once) or with blocks above CMA_ALLGATHER_MAX_BYTES (the
  * staged copy writes with streaming stores and caught up there), which
  * stay staged. A buffer in qcclMemAlloc memory is read in place by the
- * peers instead (faster than either). */
+ * peers instead (faster than either).
+ *
+ * Where the host's ranks fit its cores the default is
+ * CMA_MIN_BYTES_ROOMY, 16 KiB: on 2 ranks (2-vCPU Intel guest) AllGather,
+ * AlltoAll and Scatter of 32-64 KiB (16-32 KiB blocks) took 0.62-0.71x the
+ * staged time and exchanges of 16-32 KiB 0.57-0.60x; 4 KiB gained at 16
+ * KiB calls but lost 1.12-1.36x at 8 KiB. On 4 ranks of the same 2 cores
+ * 16 KiB read 0.86-1.08x (the owner waits for readers that may not be
+ * running) and 4 KiB up to 1.70x, so an oversubscribed host keeps 64 KiB
+ * (docs/PERF.md, "Single copy from 16 KiB where the ranks fit the
+ * cores"). */
 #define CMA_MIN_BYTES_DEFAULT ((size_t)64 << 10)
+#define CMA_MIN_BYTES_ROOMY ((size_t)16 << 10)
 #define CMA_ALLGATHER_MAX_BYTES ((size_t)8 << 20)
 #define CMA_ALLGATHER_MAX_RANKS 2
 /* AllReduce (allreduce.c): its parts single copy from CMA_ALLREDUCE_MIN_BLOCK
