@@ -70,7 +70,7 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   int64_t min;
   int chosen = env_get("QCCL_CMA_MIN_BYTES") != NULL;
   QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES",
-                          s->roomy ? CMA_MIN_BYTES_ROOMY : CMA_MIN_BYTES_DEFAULT, 0,
+                          shm_roomy(s) ? CMA_MIN_BYTES_ROOMY : CMA_MIN_BYTES_DEFAULT, 0,
                           (int64_t)1 << 50, &min));
   /* read every peer's probe word (published before the attach barrier);
    * also what decides whether peers may map each other's qcclMemAlloc
@@ -141,7 +141,7 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
         s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, CMA_SCATTER_MAX2_BYTES,
         CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES, CMA_GATHER_MIN_BYTES,
         CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL, CMA_REDUCE_MAX_BYTES, s->chan_bytes,
-        s->roomy ? "" : " larger than the ring: this host is oversubscribed");
+        shm_roomy(s) ? "" : " larger than the ring: this host is oversubscribed");
   }
   free(all);
   return r;

@@ -195,7 +195,7 @@ int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg
  * VM"). Oversubscribed, the reader the sender waits for may not be
  * running (the 1.33x of 4 ranks above). */
 static inline int cma_p2p_paired_use(const shm_t* s, size_t bytes) {
-  return cma_use(s, bytes) && s->roomy;
+  return cma_use(s, bytes) && shm_roomy(s);
 }
 
 /* Reads bytes at address src of peer (published with cma_offer; the peer

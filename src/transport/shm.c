@@ -247,7 +247,6 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   int64_t spin_us;
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
-  s->roomy = w <= ncores;
   s->ncores = ncores > 0 ? ncores : 1;
   int64_t nt;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
@@ -401,7 +400,7 @@ static uint32_t shm_spin_among(shm_t* s, int lo, int hi) {
   int shared = 0;
   for (int k = lo; k < hi && !shared; k++)
     shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
-  if (shared && s->roomy && shm_move_off(s, cpu)) shared = 0;
+  if (shared && shm_roomy(s) && shm_move_off(s, cpu)) shared = 0;
   return shared ? 0 : s->spin;
 }
 

@@ -106,8 +106,7 @@ typedef struct shm {
   uint64_t chunk_seq;   /* next chunk number g */
   double timeout;       /* seconds without progress before qcclTimeout */
   uint32_t spin;        /* microseconds of polling before yielding */
-  int roomy;            /* the node's ranks fit its cores (shm_wait_counter) */
-  int ncores;           /* the node's cores (at least 1) */
+  int ncores;           /* the node's cores (at least 1; shm_roomy) */
   double next_move;     /* clock_now() from which a wait may move off a shared CPU */
   size_t cma_min;       /* smallest per-peer block sent single copy, 0 = never */
   size_t handoff_nt;    /* calls of at least this many bytes hand off through memory */
@@ -275,6 +274,12 @@ uint32_t shm_spin_for(shm_t* s, int peer);
 uint64_t shm_chunk_next(shm_t* s);
 static inline qcclResult_t shm_test_chunk(shm_t* s, uint64_t g) {
   return g < 2 ? qcclSuccess : shm_test_all(s, 3 * (g - 2) + 3);
+}
+
+/* Whether the node's ranks fit its cores (none waits for a rank that
+ * cannot run). */
+static inline int shm_roomy(const shm_t* s) {
+  return s->nranks <= s->ncores;
 }
 
 static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
