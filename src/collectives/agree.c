@@ -5,7 +5,7 @@
  * it would pair one rank's chunks with another's and return success with
  * wrong data. So each rank publishes a record of every user's collective
  * in its control line of the node's segment
- * (transport/shm.c, shm_check_exchange): the call's number on this
+ * (transport/shm.c, shm_check_publish): the call's number on this
  * communicator, the collective, count, datatype, op, root, and a hash of
  * the quantization spec for ZeRO++ calls (three words). Once every rank has
  * published, each compares every record with rank 0's; all ranks see the
@@ -28,6 +28,13 @@
  * network). Across hosts the check covers the ranks of each host (the
  * node's segment); ranks of different hosts are not compared.
  * Send and receive are not checked (their matching is checked by size).
+ *
+ * As a plan. The comparison and the call are one plan (agree_plan_t,
+ * below): a phase that tests, without waiting, whether every rank posted
+ * (before the call), the call's own plan stepped as a child, and the
+ * test after it, so the agreement's waits are driven like the call's
+ * (plan_drive: spin, yield, nap, the slow check) and nothing of a call
+ * waits outside a plan's step.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +42,7 @@
 #include <time.h>
 
 #include "collectives/coll.h"
+#include "collectives/plan.h"
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/socket.h"
@@ -110,8 +118,8 @@ static int agree_differ(const uint64_t* a, const uint64_t* b) {
   return a[0] != b[0] || a[1] != b[1] || a[2] != b[2];
 }
 
-/* Compares the node's records of one call (recs, as shm_check_collect
- * leaves them) with rank 0's; on a difference fails comm for good with a
+/* Compares the node's records of one call (recs, as agree_test leaves
+ * them) with rank 0's; on a difference fails comm for good with a
  * message naming the first argument that differs and two ranks. */
 static qcclResult_t agree_verify(qcclComm_t comm, const shm_t* s, const uint64_t* recs) {
   const uint64_t* r0 = recs;
@@ -155,69 +163,170 @@ void coll_wire_call(qcclComm_t comm, uint64_t call) {
 #endif
 }
 
-qcclResult_t coll_agree_begin(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS]) {
+/* ---- the agreement as a plan ---------------------------------------- */
+
+/* A call's agreement and the call itself, as one plan (agree.c's entry
+ * stage): the record is posted as the plan is made; phase AG_BEFORE
+ * waits until every rank of the node posted its record and compares them
+ * (calls compared before any data moves), AG_CALL steps the call's plan,
+ * AG_AFTER compares the records once the call ran (a plain call on one
+ * host, whose waits watched them meanwhile). Each phase tests without
+ * waiting, so the agreement's waits are steps of the driver like the
+ * call's (plan_drive: spin, yield, nap, the slow check every ~20 ms). */
+typedef struct {
+  plan_t p;
+  plan_t* call; /* NULL: the agreement alone */
+  shm_t* s;     /* the node's segment, NULL: nothing to compare */
+  uint64_t c;   /* the call's number on the communicator */
+  int after;    /* the records are compared after the call */
+} agree_plan_t;
+
+enum { AG_BEFORE, AG_CALL, AG_AFTER };
+
+/* Posts the call's record (rec) and numbers the call; *s the segment
+ * whose records are compared (NULL: none), *after 1 when they are
+ * compared after the call. */
+static qcclResult_t agree_post(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS], shm_t** s,
+                               uint64_t* c, int* after) {
   _Static_assert(COLL_AGREE_WORDS == SHM_CHECK_WORDS, "a record fills a control line's check");
+  *s = NULL;
+  *after = 0;
   if (comm->nnodes == 1 && agree_shm(comm) == NULL) return qcclSuccess; /* nothing to do */
-  uint64_t c = comm->check_calls++;
+  *c = comm->check_calls++;
   /* across hosts every message of the call carries its number and, when
    * checking, its record's hash (transport/ucx.c): ranks of different
    * hosts that disagree, or a message a failed call left behind, are
    * caught by the receiver */
   if (comm->nnodes > 1) {
     /* the call's number (low AGREE_CALL_NUM_BITS) and its record's hash */
-    uint64_t d = (c + 1) & ((1u << AGREE_CALL_NUM_BITS) - 1);
+    uint64_t d = (*c + 1) & ((1u << AGREE_CALL_NUM_BITS) - 1);
     if (comm->check)
       d |= agree_fold(coll_agree_mix(
-               coll_agree_mix(coll_agree_mix(coll_agree_mix(c + 1, rec[0]), rec[1]), rec[2]), 7))
+               coll_agree_mix(coll_agree_mix(coll_agree_mix(*c + 1, rec[0]), rec[1]), rec[2]), 7))
            << AGREE_CALL_NUM_BITS;
     coll_wire_call(comm, d & ~COLL_WIRE_P2P);
-    uint64_t* h = comm->check_hist[c % AGREE_HIST];
-    h[0] = c + 1;
+    uint64_t* h = comm->check_hist[*c % AGREE_HIST];
+    h[0] = *c + 1;
     memcpy(h + 1, rec, sizeof(uint64_t) * 3);
 #if QCCL_HAVE_UCX
     /* a peer reported a failed call: fail before any data moves */
     QCCL_CHECK(coll_lanes_control_seen(comm));
 #endif
   }
-  shm_t* s = agree_shm(comm);
-  if (s == NULL) return qcclSuccess;
+  *s = agree_shm(comm);
+  if (*s == NULL) return qcclSuccess;
   /* one host, a plain collective: every shared-memory algorithm waits for
    * every rank at least once, so the records are compared after the call
-   * (coll_agree_end) at no extra synchronization; the waits of the call
-   * watch them meanwhile. Otherwise (across hosts, or a call of a layer
-   * above, numbered from COLL_NUM_KINDS: it runs plain calls inside):
-   * compared before any data moves. */
-  int lazy = comm->node == NULL && (int)(rec[0] & 0xff) < (int)COLL_NUM_KINDS;
-  shm_check_publish(s, c, rec, lazy);
-  if (lazy) return qcclSuccess;
-  qcclResult_t w = shm_check_collect(s, c, comm->check_recs);
-  if (w != qcclSuccess) {
-    /* a peer died or aborted meanwhile; but a peer that found the
-     * disagreement first and made its next call has aborted the segment
-     * (comm_tell_peers): the records posted so far say so */
-    if (w != qcclInvalidUsage && shm_check_peek(s, comm->check_recs)) {
-      qcclResult_t v = agree_verify(comm, s, comm->check_recs);
-      if (v != qcclSuccess) return v;
-    }
-    return comm_fail(comm, w);
-  }
+   * at no extra synchronization, and the waits of the call watch them
+   * meanwhile. Otherwise (across hosts, or a call of a layer above,
+   * numbered from COLL_NUM_KINDS: it runs plain calls inside): compared
+   * before any data moves. */
+  *after = comm->node == NULL && (int)(rec[0] & 0xff) < (int)COLL_NUM_KINDS;
+  shm_check_publish(*s, *c, rec, *after);
+  return qcclSuccess;
+}
+
+/* Without waiting: once every rank of the node posted its record of call
+ * c, copies them and compares them. */
+static qcclResult_t agree_test(qcclComm_t comm, shm_t* s, uint64_t c) {
+  s->check_watch = 0;
+  QCCL_CHECK(shm_test_counter(s, 0, s->nranks, c + 1, 1));
+  for (int j = 0; j < s->nranks; j++)
+    memcpy(comm->check_recs + (size_t)j * SHM_CHECK_WORDS, s->ctrl[j].check_rec[c & 1],
+           sizeof s->ctrl[j].check_rec[0]);
   return agree_verify(comm, s, comm->check_recs);
 }
 
-qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r) {
-  shm_t* s = agree_shm(comm);
-  if (s == NULL || !s->check_watch) return r;
-  /* the call failed: if a peer posted another call, that is the cause (a
-   * peer that saw it first may have aborted the segment, so this rank's
-   * wait saw only the abort); otherwise the failure stands as it is */
-  if (r != qcclSuccess && r != qcclInvalidUsage) {
-    if (!shm_check_peek(s, comm->check_recs)) return r;
-    return agree_verify(comm, s, comm->check_recs);
+/* The failure w of a wait for the records (a peer died or aborted): but a
+ * peer that found a disagreement first and made its next call has
+ * aborted the segment (comm_tell_peers), and the records posted so far
+ * say so. */
+static qcclResult_t agree_wait_failed(qcclComm_t comm, shm_t* s, qcclResult_t w) {
+  if (w != qcclInvalidUsage && shm_check_peek(s, comm->check_recs)) {
+    qcclResult_t v = agree_verify(comm, s, comm->check_recs);
+    if (v != qcclSuccess) return v;
   }
-  qcclResult_t w = shm_check_collect(s, s->check_call, comm->check_recs);
-  if (w != qcclSuccess) return r != qcclSuccess ? r : comm_fail(comm, w);
-  qcclResult_t v = agree_verify(comm, s, comm->check_recs);
-  return v != qcclSuccess ? v : r;
+  return comm_fail(comm, w);
+}
+
+static qcclResult_t agree_progress(plan_t* p) {
+  agree_plan_t* g = (agree_plan_t*)p;
+  qcclComm_t comm = p->comm;
+  qcclResult_t r;
+  switch (p->phase) {
+    case AG_BEFORE:
+      if (g->s != NULL) {
+        r = agree_test(comm, g->s, g->c);
+        if (r == qcclInProgress) return r;
+        if (r != qcclSuccess) return r == qcclInvalidUsage ? r : agree_wait_failed(comm, g->s, r);
+        p->moved++;
+      }
+      p->phase = AG_CALL;
+      PLAN_FALLTHROUGH;
+    case AG_CALL:
+      if (g->call != NULL) {
+        r = plan_step(p, g->call);
+        if (r == qcclInProgress) return r;
+        if (r != qcclSuccess) {
+          /* the call failed: if a peer posted another call, that is the
+           * cause (a peer that saw it first may have aborted the segment,
+           * so this rank's wait saw only the abort); otherwise the failure
+           * stands as it is */
+          if (g->s == NULL || !g->after || r == qcclInvalidUsage ||
+              !shm_check_peek(g->s, comm->check_recs))
+            return r;
+          qcclResult_t v = agree_verify(comm, g->s, comm->check_recs);
+          return v != qcclSuccess ? v : r;
+        }
+      }
+      if (g->s == NULL || !g->after) return qcclSuccess;
+      p->phase = AG_AFTER;
+      PLAN_FALLTHROUGH;
+    case AG_AFTER:
+      r = agree_test(comm, g->s, g->c);
+      if (r == qcclInProgress || r == qcclSuccess || r == qcclInvalidUsage) return r;
+      return comm_fail(comm, r);
+    default:
+      return QCCL_ERR(qcclInternalError, "agreement: phase %d", p->phase);
+  }
+}
+
+static uint32_t agree_spin(plan_t* p) {
+  agree_plan_t* g = (agree_plan_t*)p;
+  if (p->phase == AG_CALL && g->call != NULL) return g->call->ops->spin(g->call);
+  return g->s != NULL ? shm_wait_spin(g->s) : p->comm->spin;
+}
+
+static qcclResult_t agree_check(plan_t* p, double idle) {
+  agree_plan_t* g = (agree_plan_t*)p;
+  if (p->phase == AG_CALL)
+    return g->call != NULL ? g->call->ops->check(g->call, idle) : qcclSuccess;
+  return g->s != NULL ? shm_wait_check(g->s, idle) : qcclSuccess;
+}
+
+static void agree_cancel(plan_t* p) {
+  agree_plan_t* g = (agree_plan_t*)p;
+  if (p->phase == AG_CALL && g->call != NULL && g->call->ops->cancel != NULL)
+    g->call->ops->cancel(g->call);
+}
+
+static int agree_remote(plan_t* p) {
+  agree_plan_t* g = (agree_plan_t*)p;
+  return p->phase == AG_CALL && g->call != NULL && plan_remote(g->call);
+}
+
+static const plan_ops_t agree_ops = {"agreement",  agree_progress, agree_spin,   agree_check,
+                                     agree_cancel, NULL,           agree_remote, NULL};
+
+qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS], plan_t* call) {
+  agree_plan_t g;
+  memset(&g, 0, sizeof g);
+  g.p.ops = &agree_ops;
+  g.p.comm = comm;
+  g.call = call;
+  QCCL_CHECK(agree_post(comm, rec, &g.s, &g.c, &g.after));
+  g.p.phase = g.after ? AG_CALL : AG_BEFORE;
+  return plan_drive(&g.p);
 }
 
 qcclResult_t coll_agree_init(qcclComm_t comm) {

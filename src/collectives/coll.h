@@ -161,8 +161,11 @@ struct qcclComm {
 };
 
 /* QCCL_CHECK (agree.c): checks that every rank of the node makes the same
- * user's collective: call begin with the call's record before running it
- * and end with its result after; either fails with qcclInvalidUsage on
+ * user's collective. coll_agree_run posts the call's record and drives,
+ * as one plan, the comparison of the node's records and the call's plan
+ * (call; NULL for the agreement alone): before the call across hosts and
+ * for a layer above's calls, after it for a plain call on one host (whose
+ * waits watch the records meanwhile). Fails with qcclInvalidUsage on
  * every rank when they disagree. The record (coll_agree_record): the
  * collective (a layer above numbers its calls from COLL_NUM_KINDS), count,
  * datatype, op, root, and a hash of whatever else must agree
@@ -171,8 +174,8 @@ struct qcclComm {
 void coll_agree_record(int kind, size_t count, qcclDataType_t dt, qcclRedOp_t op, int root,
                        uint64_t spec, uint64_t rec[COLL_AGREE_WORDS]);
 uint64_t coll_agree_mix(uint64_t h, uint64_t v);
-qcclResult_t coll_agree_begin(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS]);
-qcclResult_t coll_agree_end(qcclComm_t comm, qcclResult_t r);
+qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS],
+                            struct plan* call);
 /* A user's call on comm failed with r: across hosts, tells every peer
  * (with this rank's record of the call) and reads what the peers tell,
  * so every rank names the same cause. Returns the error to report: a

@@ -113,32 +113,30 @@ static qcclResult_t group_run_p2p(const group_op_t* ops, int i, int j) {
   return r;
 }
 
-/* Runs one plain collective of the user's on comm (a lane): counted under
- * its slot, through the plan the selection builds (kept in comm's cache),
- * a failure recorded on comm. */
-static qcclResult_t group_run_plain(qcclComm_t comm, const coll_args_t* a) {
-  coll_stats_enter(comm, coll_stat_slot_of(a->kind), 1);
-  qcclResult_t r = qcclSuccess;
-  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
-   * be NULL) */
-  if (a->count > 0 || a->kind == COLL_BARRIER) r = plan_run(comm, a, select_plan, NULL);
-  coll_stats_leave(comm);
-  return comm_fail(comm, r);
-}
-
-/* Runs one plain collective on the communicator of its lane (engine.h). */
+/* Runs one plain collective of the user's on the communicator of its lane
+ * (engine.h): counted under its slot, through the plan the selection
+ * builds (kept in the lane's cache), as one plan with the agreement on
+ * its arguments (agree.c), a failure recorded on the lane. */
 static qcclResult_t group_run_coll(const group_op_t* op, const engine_turn_t* t, int j,
                                    qcclComm_t* ran) {
   *ran = op->comm;
   QCCL_CHECK(engine_lane(t, j, ran));
+  qcclComm_t comm = *ran;
+  const coll_args_t* a = &op->args;
   uint64_t rec[COLL_AGREE_WORDS];
-  coll_agree_record((int)op->args.kind, op->args.count, op->args.datatype, op->args.op,
-                    op->args.root, 0, rec);
-  qcclResult_t r = coll_agree_begin(*ran, rec);
-  if (r == qcclSuccess) r = coll_agree_end(*ran, group_run_plain(*ran, &op->args));
+  coll_agree_record((int)a->kind, a->count, a->datatype, a->op, a->root, 0, rec);
+  coll_stats_enter(comm, coll_stat_slot_of(a->kind), 1);
+  plan_t* call = NULL;
+  qcclResult_t r = qcclSuccess;
+  /* NCCL's rule: a collective of zero elements is a no-op (its buffers may
+   * be NULL); its agreement still runs */
+  if (a->count > 0 || a->kind == COLL_BARRIER) r = plan_get(comm, a, select_plan, NULL, &call);
+  if (r == qcclSuccess) r = coll_agree_run(comm, rec, call);
+  if (call != NULL) plan_put(call);
+  coll_stats_leave(comm);
   /* a failure's message reaches the communicator the user called as the
    * run ends (engine_run), from whichever lane it came */
-  return r;
+  return comm_fail(comm, r);
 }
 
 static qcclResult_t group_run_batch(void* arg, const engine_turn_t* turns) {

@@ -455,25 +455,6 @@ qcclResult_t shm_wait_check(shm_t* s, double idle) {
   return qcclSuccess;
 }
 
-/* Waits until every rank in [lo, hi) reached step (on the check counter
- * when check is set). */
-static qcclResult_t shm_wait_counter(shm_t* s, int lo, int hi, uint64_t step, int check) {
-  qcclResult_t r = shm_test_counter(s, lo, hi, step, check);
-  if (r != qcclInProgress) return r;
-  backoff_t b;
-  backoff_init(&b, shm_wait_spin(s));
-  double start = clock_now();
-  for (;;) {
-    r = shm_test_counter(s, s->wait_j, hi, step, check);
-    if (r != qcclInProgress) return r;
-    if (backoff_idle(&b)) QCCL_CHECK(shm_wait_check(s, clock_now() - start));
-  }
-}
-
-qcclResult_t shm_wait_all(shm_t* s, uint64_t step) {
-  return shm_wait_counter(s, 0, s->nranks, step, 0);
-}
-
 void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch) {
   shm_ctrl_t* me = &s->ctrl[s->rank];
   memcpy(me->check_rec[c & 1], rec, sizeof me->check_rec[0]);
@@ -506,15 +487,6 @@ int shm_check_peek(shm_t* s, uint64_t* recs) {
   }
   s->check_watch = 0;
   return differs;
-}
-
-qcclResult_t shm_check_collect(shm_t* s, uint64_t c, uint64_t* recs) {
-  s->check_watch = 0;
-  QCCL_CHECK(shm_wait_counter(s, 0, s->nranks, c + 1, 1));
-  for (int j = 0; j < s->nranks; j++)
-    memcpy(recs + (size_t)j * SHM_CHECK_WORDS, s->ctrl[j].check_rec[c & 1],
-           sizeof s->ctrl[j].check_rec[0]);
-  return qcclSuccess;
 }
 
 uint64_t shm_chunk_next(shm_t* s) {

@@ -232,27 +232,20 @@ static inline qcclResult_t shm_test_all(shm_t* s, uint64_t step) {
 uint32_t shm_wait_spin(shm_t* s);
 qcclResult_t shm_wait_check(shm_t* s, double idle);
 
-/* Waits until every rank's step >= step (what the communicator's setup
- * and the agreement check wait with; the collectives' plans test). Fails
- * with qcclRemoteError when a rank aborted or died, qcclTimeout after
- * s->timeout seconds. */
-qcclResult_t shm_wait_all(shm_t* s, uint64_t step);
-
 /* The agreement check (collectives/agree.c). shm_check_publish posts this
- * rank's record of its call number c and, with watch set, makes every
- * wait of the call fail with qcclInvalidUsage as soon as a peer has posted
- * a different record for c (checked with the slow checks, every ~20 ms),
- * so that ranks which disagree do not wait for each other until the
- * timeout. shm_check_collect waits until every rank posted its record of
- * c and copies them to recs (rank j's at recs[j * SHM_CHECK_WORDS]); it
- * ends the watch. A rank posts c + 2 only after every rank posted c + 1,
- * so the records of c stay in place until collected. */
+ * rank's record of its call number c (the check counter of its control
+ * line becomes c + 1, which the agreement's plan tests with
+ * shm_test_counter, check set) and, with watch set, makes every wait of
+ * the call fail with qcclInvalidUsage as soon as a peer has posted a
+ * different record for c (checked with the slow checks, every ~20 ms), so
+ * that ranks which disagree do not wait for each other until the timeout.
+ * A rank posts c + 2 only after every rank posted c + 1, so the records
+ * of c stay in place (check_rec[c & 1]) until every rank compared them. */
 void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch);
 /* Without waiting: the records of the watched call that the peers posted
  * (this rank's own for those that did not), into recs; ends the watch.
  * Returns 1 if a posted record differs from this rank's. */
 int shm_check_peek(shm_t* s, uint64_t* recs);
-qcclResult_t shm_check_collect(shm_t* s, uint64_t c, uint64_t* recs);
 
 /* Checks the abort flag and the liveness of peer (or of all ranks with
  * peer -1); used by waits that are not on step counters. */

@@ -353,7 +353,7 @@ static qcclResult_t zpp_group_begin(qcclComm_t comm, const void* rec) {
   spec = coll_agree_mix(spec, (uint64_t)z->ef);
   uint64_t words[COLL_AGREE_WORDS];
   coll_agree_record((int)COLL_NUM_KINDS + (int)z->kind, z->count, z->dt, z->op, -1, spec, words);
-  return coll_agree_begin(comm, words);
+  return coll_agree_run(comm, words, NULL);
 }
 
 static qcclResult_t zpp_group_run(void* const* recs, int n) {
