@@ -8,10 +8,16 @@
  * it reduces into its copy; after W-1 steps rank r holds part r+1 reduced
  * over all ranks. All-gather: W-1 more steps pass the reduced parts
  * around. Each rank sends and receives 2(W-1)/W of the buffer: the
- * bandwidth-optimal amount. Narrow floats (f16, bf16, fp8) travel and
- * accumulate as f32 and are rounded once at the end, as on one host; Avg
- * divides the reduced part by W before it is passed on, so every rank gets
- * the same bits. Reduce runs the same ring into scratch on non-root ranks.
+ * bandwidth-optimal amount. Narrow floats (f16, bf16, fp8) accumulate as
+ * f32 and are rounded once, as on one host: their partial sums travel as
+ * f32, but what is exact in the data's own type travels in it (the raw
+ * part of the first step, widened by its receiver; the reduced parts of
+ * the all-gather, rounded once by their owner before they are passed on,
+ * which gives every rank the bits it would get rounding them itself), so
+ * a bf16 AllReduce between two hosts sends as many bytes as NCCL's, not
+ * twice as many. Avg divides the reduced part by W before it is passed
+ * on, so every rank gets the same bits. Reduce runs the same ring into
+ * scratch on non-root ranks.
  *
  * Plan: 2(W-1) exchanges, each posted then stepped until done; the count
  * may change from start to start (plan_restart), so everything that
@@ -25,8 +31,8 @@ typedef struct {
   p2p_leaf_t l;
   int reduce; /* Reduce: non-root ranks ring into scratch */
   /* the call's */
-  char *work, *tmp, *out;
-  int s; /* the ring step */
+  char *work, *tmp, *wide, *out; /* wide: a received narrow part in f32 */
+  int s;                         /* the ring step */
   p2p_xchg_t x;
 } ring_plan_t;
 
@@ -50,9 +56,11 @@ static qcclResult_t ring_progress(plan_t* p) {
         size_t maxpart = (count + (size_t)w - 1) / (size_t)w;
         size_t workbytes = wt == dt ? 0 : count * wes;
         char* scratch;
-        QCCL_CHECK(comm_scratch(c, 0, workbytes + maxpart * wes + 1, (void**)&scratch));
+        size_t widebytes = wt == dt ? 0 : maxpart * wes;
+        QCCL_CHECK(comm_scratch(c, 0, workbytes + maxpart * wes + widebytes + 1, (void**)&scratch));
         t->work = wt == dt ? t->out : scratch;
         t->tmp = scratch + workbytes;
+        t->wide = t->tmp + maxpart * wes;
         if (wt == dt)
           coll_copy(t->out, a->sendbuff, count * es);
         else
@@ -68,20 +76,32 @@ static qcclResult_t ring_progress(plan_t* p) {
             const void* own[1] = {t->work + rlo * wes};
             reduce_kernel(t->work + rlo * wes, own, 1, rhi - rlo, wt, qcclAvg, w);
           }
+          if (wt != dt) { /* the part this rank owns, rounded once: passed on as it is */
+            coll_part(count, w, (r + 1) % w, &rlo, &rhi);
+            convert_from_f32(t->out + rlo * es, (const float*)t->work + rlo, rhi - rlo, dt);
+          }
           t->s = 0;
           p->phase = RING_AG_POST;
           break;
         }
         coll_part(count, w, (r - t->s + w) % w, &slo, &shi);
         coll_part(count, w, (r - t->s - 1 + 2 * w) % w, &rlo, &rhi);
-        p2p_xchg_start(&t->x, c, next, t->work + slo * wes, (shi - slo) * wes, prev, t->tmp,
-                       (rhi - rlo) * wes);
+        if (t->s == 0 && wt != dt) /* raw input: exact in its own type */
+          p2p_xchg_start(&t->x, c, next, (const char*)a->sendbuff + slo * es, (shi - slo) * es,
+                         prev, t->tmp, (rhi - rlo) * es);
+        else
+          p2p_xchg_start(&t->x, c, next, t->work + slo * wes, (shi - slo) * wes, prev, t->tmp,
+                         (rhi - rlo) * wes);
         p->phase = RING_RS_WAIT;
         PLAN_FALLTHROUGH;
       case RING_RS_WAIT: {
         PLAN_TEST(p, p2p_leaf_step(&t->l, &t->x.b));
         coll_part(count, w, (r - t->s - 1 + 2 * w) % w, &rlo, &rhi);
         const void* srcs[2] = {t->work + rlo * wes, t->tmp};
+        if (t->s == 0 && wt != dt) {
+          convert_to_f32((float*)t->wide, t->tmp, rhi - rlo, dt);
+          srcs[1] = t->wide;
+        }
         reduce_kernel(t->work + rlo * wes, srcs, 2, rhi - rlo, wt,
                       a->op == qcclAvg ? qcclSum : a->op, 0);
         t->s++;
@@ -89,14 +109,15 @@ static qcclResult_t ring_progress(plan_t* p) {
         break;
       }
       case RING_AG_POST:
-        if (t->s == w - 1) {
-          if (wt != dt) convert_from_f32(t->out, (const float*)t->work, count, dt);
-          return qcclSuccess;
-        }
+        if (t->s == w - 1) return qcclSuccess;
         coll_part(count, w, (r + 1 - t->s + w) % w, &slo, &shi);
         coll_part(count, w, (r - t->s + w) % w, &rlo, &rhi);
-        p2p_xchg_start(&t->x, c, next, t->work + slo * wes, (shi - slo) * wes, prev,
-                       t->work + rlo * wes, (rhi - rlo) * wes);
+        /* narrow floats: the rounded parts, in out (work is out otherwise) */
+        {
+          char* ag = wt == dt ? t->work : t->out;
+          p2p_xchg_start(&t->x, c, next, ag + slo * es, (shi - slo) * es, prev, ag + rlo * es,
+                         (rhi - rlo) * es);
+        }
         p->phase = RING_AG_WAIT;
         PLAN_FALLTHROUGH;
       case RING_AG_WAIT:

@@ -9,6 +9,14 @@
  * it holds block r reduced over all ranks. Each rank sends (W-1)/W of the
  * buffer, the least a reduce-scatter can.
  *
+ * Narrow floats (f16, bf16, fp8) accumulate in f32 and are rounded once,
+ * into recvbuff; the partial sums travel as f32, but the first step sends
+ * a block nobody has added to yet, which is exact in its own type: it
+ * travels as it is and is widened by its receiver (the same bits as
+ * before, half the bytes of that step for bf16; between two hosts, the
+ * only step, so a bf16 reduce-scatter puts as many bytes on the wire as
+ * its input has, not twice as many).
+ *
  * Plan: W-1 exchanges, each posted then stepped until done; the count may
  * change from start to start (plan_restart).
  */
@@ -19,8 +27,8 @@
 typedef struct {
   p2p_leaf_t l;
   /* the call's */
-  char *work, *tmp;
-  int s; /* the ring step */
+  char *work, *tmp, *wide; /* wide: a received narrow block in f32 */
+  int s;                   /* the ring step */
   p2p_xchg_t x;
 } frs_plan_t;
 
@@ -38,8 +46,9 @@ static qcclResult_t frs_progress(plan_t* p) {
   for (;;) {
     switch (p->phase) {
       case FRS_START:
-        QCCL_CHECK(comm_scratch(comm, 0, block * (size_t)(w + 1) + 1, (void**)&t->work));
+        QCCL_CHECK(comm_scratch(comm, 0, block * (size_t)(w + 2) + 1, (void**)&t->work));
         t->tmp = t->work + block * (size_t)w;
+        t->wide = t->tmp + block;
         if (wt == dt)
           memcpy(t->work, a->sendbuff, n * es * (size_t)w);
         else
@@ -60,14 +69,23 @@ static qcclResult_t frs_progress(plan_t* p) {
             convert_from_f32(a->recvbuff, (const float*)mine, n, dt);
           return qcclSuccess;
         }
-        p2p_xchg_start(&t->x, comm, next, t->work + (size_t)((r - t->s - 1 + 2 * w) % w) * block,
-                       block, prev, t->tmp, block);
+        if (t->s == 0 && wt != dt) /* raw input: exact in its own type */
+          p2p_xchg_start(&t->x, comm, next,
+                         (const char*)a->sendbuff + (size_t)((r - 1 + w) % w) * n * es, n * es,
+                         prev, t->tmp, n * es);
+        else
+          p2p_xchg_start(&t->x, comm, next, t->work + (size_t)((r - t->s - 1 + 2 * w) % w) * block,
+                         block, prev, t->tmp, block);
         p->phase = FRS_WAIT;
         PLAN_FALLTHROUGH;
       case FRS_WAIT: {
         PLAN_TEST(p, p2p_leaf_step(&t->l, &t->x.b));
         char* dst = t->work + (size_t)((r - t->s - 2 + 2 * w) % w) * block;
         const void* srcs[2] = {dst, t->tmp};
+        if (t->s == 0 && wt != dt) {
+          convert_to_f32((float*)t->wide, t->tmp, n, dt);
+          srcs[1] = t->wide;
+        }
         reduce_kernel(dst, srcs, 2, n, wt, a->op == qcclAvg ? qcclSum : a->op, 0);
         t->s++;
         p->phase = FRS_POST;

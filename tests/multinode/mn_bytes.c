@@ -20,6 +20,13 @@
  *                flat 2(W-1)/W B if the successor is remote
  *   AlltoAll     B per remote rank; Gather: B if the root is remote;
  *   Scatter      the root B per remote rank.
+ * bf16 (b = bytes of one element's part in bf16, 2/W of an element for
+ * AllReduce, 2 for ReduceScatter; partial sums travel as f32, 2b):
+ *   AllReduce    hier 2(N-1)/N x 2B/L (its rail ring on f32 partials);
+ *                flat (1 + 2(W-2) + W-1) b n if the successor is remote
+ *                (the raw first step and the rounded all-gather in bf16)
+ *   ReduceScatter hier (N-1) 2B (f32 partials); flat (1 + 2(W-2)) b n
+ *                (the raw first step in bf16).
  * With --out FILE, rank 0 writes each host's total counted inter-node
  * bytes (over every call, these included) as JSON, for bytes_check.py to
  * hold against the interface counters of qcclrun --link-stats.
@@ -83,7 +90,7 @@ static void check(qcclComm_t comm, const char* name, int slot, double expect,
   uint64_t calls = after.coll[slot].calls - before.coll[slot].calls;
   double got = (double)(after.coll[slot].bytesInter - before.coll[slot].bytesInter);
   int ok = calls == 1 && fabs(got - expect) <= 0.01 * expect + 64;
-  printf("[%d] %-13s %-4s inter bytes %10.0f expected %10.0f %s\n", rank, name,
+  printf("[%d] %-18s %-4s inter bytes %10.0f expected %10.0f %s\n", rank, name,
          hier ? "hier" : "flat", got, expect, ok ? "ok" : "FAIL");
   if (!ok) failures++;
 }
@@ -97,6 +104,14 @@ typedef struct {
 static qcclResult_t run_allreduce(qcclComm_t c, void* p) {
   buf_t* x = p;
   return qcclAllReduce(x->a, x->b, x->n, qcclFloat32, qcclSum, c, NULL);
+}
+static qcclResult_t run_allreduce_bf16(qcclComm_t c, void* p) {
+  buf_t* x = p;
+  return qcclAllReduce(x->a, x->b, x->n, qcclBfloat16, qcclSum, c, NULL);
+}
+static qcclResult_t run_reducescatter_bf16(qcclComm_t c, void* p) {
+  buf_t* x = p;
+  return qcclReduceScatter(x->a, x->b, x->n, qcclBfloat16, qcclSum, c, NULL);
 }
 static qcclResult_t run_allgather(qcclComm_t c, void* p) {
   buf_t* x = p;
@@ -185,6 +200,18 @@ int main(int argc, char** argv) {
   check(comm, "AllReduce", qcclStatAllReduce,
         hier ? 2.0 * (N - 1) / N * B / L : (succ_remote ? 2.0 * (W - 1) / W * B : 0), run_allreduce,
         &x);
+  /* bf16: the same buffers read as twice as many bf16 elements */
+  x.n = n_ar;
+  B = 2.0 * (double)n_ar;
+  check(comm, "AllReduce bf16", qcclStatAllReduce,
+        hier ? 2.0 * (N - 1) / N * 2 * B / L
+             : (succ_remote ? (1.0 + 2.0 * (W - 2) + (W - 1)) * B / W : 0),
+        run_allreduce_bf16, &x);
+  x.n = n_blk;
+  B = 2.0 * (double)n_blk;
+  check(comm, "ReduceScatter bf16", qcclStatReduceScatter,
+        hier ? (N - 1) * 2 * B : (succ_remote ? (1.0 + 2.0 * (W - 2)) * B : 0),
+        run_reducescatter_bf16, &x);
   x.n = n_blk;
   B = 4.0 * (double)n_blk;
   check(comm, "AllGather", qcclStatAllGather, hier ? (N - 1) * B : (succ_remote ? (W - 1) * B : 0),
