@@ -272,6 +272,7 @@ static qcclResult_t agree_progress(plan_t* p) {
            * cause (a peer that saw it first may have aborted the segment,
            * so this rank's wait saw only the abort); otherwise the failure
            * stands as it is */
+          r = comm_fail(comm, r); /* a lost peer or a timeout aborts the segment */
           if (g->s == NULL || !g->after || r == qcclInvalidUsage ||
               !shm_check_peek(g->s, comm->check_recs))
             return r;
