@@ -251,44 +251,52 @@ static qcclResult_t agree_wait_failed(qcclComm_t comm, shm_t* s, qcclResult_t w)
 
 static qcclResult_t agree_progress(plan_t* p) {
   agree_plan_t* g = (agree_plan_t*)p;
-  qcclComm_t comm = p->comm;
-  qcclResult_t r;
   switch (p->phase) {
     case AG_BEFORE:
       if (g->s != NULL) {
-        r = agree_test(comm, g->s, g->c);
-        if (r == qcclInProgress) return r;
-        if (r != qcclSuccess) return r == qcclInvalidUsage ? r : agree_wait_failed(comm, g->s, r);
-        p->moved++;
+        PLAN_TEST(p, agree_test(p->comm, g->s, g->c));
       }
       p->phase = AG_CALL;
       PLAN_FALLTHROUGH;
     case AG_CALL:
-      if (g->call != NULL) {
-        r = plan_step(p, g->call);
-        if (r == qcclInProgress) return r;
-        if (r != qcclSuccess) {
-          /* the call failed: if a peer posted another call, that is the
-           * cause (a peer that saw it first may have aborted the segment,
-           * so this rank's wait saw only the abort); otherwise the failure
-           * stands as it is */
-          r = comm_fail(comm, r); /* a lost peer or a timeout aborts the segment */
-          if (g->s == NULL || !g->after || r == qcclInvalidUsage ||
-              !shm_check_peek(g->s, comm->check_recs))
-            return r;
-          qcclResult_t v = agree_verify(comm, g->s, comm->check_recs);
-          return v != qcclSuccess ? v : r;
-        }
-      }
+      if (g->call != NULL) QCCL_CHECK(plan_step(p, g->call));
       if (g->s == NULL || !g->after) return qcclSuccess;
       p->phase = AG_AFTER;
       PLAN_FALLTHROUGH;
     case AG_AFTER:
-      r = agree_test(comm, g->s, g->c);
-      if (r == qcclInProgress || r == qcclSuccess || r == qcclInvalidUsage) return r;
-      return comm_fail(comm, r);
+      return agree_test(p->comm, g->s, g->c);
     default:
       return QCCL_ERR(qcclInternalError, "agreement: phase %d", p->phase);
+  }
+}
+
+/* What a failure r of the plan (from a step or from a slow check) tells
+ * the user, by the phase it came in. */
+static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
+  qcclComm_t comm = g->p.comm;
+  switch (g->p.phase) {
+    case AG_BEFORE: /* a disagreement named, or the wait for the records failed */
+      return r == qcclInvalidUsage ? r : agree_wait_failed(comm, g->s, r);
+    case AG_CALL:
+      r = comm_fail(comm, r); /* a lost peer or a timeout aborts the segment */
+      if (g->s == NULL || !g->after) return r;
+      if (r == qcclInvalidUsage) {
+        /* the call's waits saw a peer post another record: compare them
+         * all, to name what differs */
+        g->p.phase = AG_AFTER;
+        qcclResult_t v = plan_drive(&g->p);
+        return v == qcclInvalidUsage ? v : r;
+      }
+      /* if a peer posted another call, that is the cause (a peer that saw
+       * it first may have aborted the segment, so this rank's wait saw
+       * only the abort); otherwise the failure stands as it is */
+      if (shm_check_peek(g->s, comm->check_recs)) {
+        qcclResult_t v = agree_verify(comm, g->s, comm->check_recs);
+        if (v != qcclSuccess) return v;
+      }
+      return r;
+    default: /* AG_AFTER */
+      return r == qcclInvalidUsage ? r : comm_fail(comm, r);
   }
 }
 
@@ -327,7 +335,8 @@ qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS
   g.call = call;
   QCCL_CHECK(agree_post(comm, rec, &g.s, &g.c, &g.after));
   g.p.phase = g.after ? AG_CALL : AG_BEFORE;
-  return plan_drive(&g.p);
+  qcclResult_t r = plan_drive(&g.p);
+  return r == qcclSuccess ? r : agree_failed(&g, r);
 }
 
 qcclResult_t coll_agree_init(qcclComm_t comm) {

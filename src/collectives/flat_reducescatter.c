@@ -46,7 +46,9 @@ static qcclResult_t frs_progress(plan_t* p) {
   for (;;) {
     switch (p->phase) {
       case FRS_START:
-        QCCL_CHECK(comm_scratch(comm, 0, block * (size_t)(w + 2) + 1, (void**)&t->work));
+        /* w blocks, the received one, and for narrow floats its f32 copy */
+        QCCL_CHECK(
+            comm_scratch(comm, 0, block * (size_t)(w + 1 + (wt != dt)) + 1, (void**)&t->work));
         t->tmp = t->work + block * (size_t)w;
         t->wide = t->tmp + block;
         if (wt == dt)
