@@ -243,9 +243,15 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   s->chunk_bytes = (size_t)chunk & ~(size_t)63;
   s->chan_bytes = (size_t)chan;
   s->timeout = timeout;
-  /* oversubscribed ranks yield at once: the data they wait for needs the core */
+  /* oversubscribed ranks yield at once: the data they wait for needs the
+   * core. Others poll 10 us: on the Zen 3 guest a longer poll slowed the
+   * peer it waited for (a 1 MiB AllGather took 71.6 us with 100 us of
+   * polling, 63.8 with 10, 58.5 with none), while small calls keep their
+   * latency with 10 (AllReduce and SendRecv 8 B-32 KiB 0.98-1.02 of 100;
+   * with 3 SendRecv lost 11-14 %; with none AllReduce lost 1.4-2.3x):
+   * docs/PERF.md, "The spin". */
   int64_t spin_us;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 100, 0, 1000000, &spin_us), r, fail);
+  QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 10, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   s->ncores = ncores > 0 ? ncores : 1;
   int64_t nt;
