@@ -247,8 +247,9 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
    * core. Others poll 10 us: on the Zen 3 guest a longer poll slowed the
    * peer it waited for (a 1 MiB AllGather took 71.6 us with 100 us of
    * polling, 63.8 with 10, 58.5 with none), while small calls keep their
-   * latency with 10 (AllReduce and SendRecv 8 B-32 KiB 0.98-1.02 of 100;
-   * with 3 SendRecv lost 11-14 %; with none AllReduce lost 1.4-2.3x):
+   * latency with 10 (8 B-32 KiB, time / time at 100: SendRecv 0.99-1.02,
+   * AllReduce 0.81-1.11; with 3 SendRecv lost 11-14 %; with none
+   * AllReduce lost 1.4-2.3x):
    * docs/PERF.md, "The spin". */
   int64_t spin_us;
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 10, 0, 1000000, &spin_us), r, fail);

@@ -191,13 +191,14 @@ static void case_badargs(mr_t* t) {
 
 /* Whether count k (of the five) runs with send pattern sreg and receive
  * pattern rreg. The check of a large count regenerates every rank's input
- * on every rank (W^2 work): with every pattern at every count W = 8 took
- * 100 s under ASan. So the small counts run every pattern; at W <= 4 the
- * several-chunk count (k = 3) runs every pattern too and the largest the
- * extreme ones (every buffer registered or none, on the send or the
- * receive side); from W = 5 one step less each: k = 3 the extreme
- * patterns, the largest the two uniform ones (all registered: the shared
- * path; none: plain). The mixed ones are the same code paths at W = 2-4. */
+ * on every rank (W^2 work): with every pattern at k = 3 and the four
+ * extreme ones at k = 4, W = 8 took 100 s under ASan. So the small counts
+ * run every pattern; at W <= 4 the several-chunk count (k = 3) runs every
+ * pattern too and the largest the extreme ones (every buffer registered or
+ * none, on the send or the receive side); from W = 5 one step less each:
+ * k = 3 the extreme patterns, the largest the two uniform ones (all
+ * registered: the shared path; none: plain). The mixed ones are the same
+ * code paths at W = 2-4. */
 static int pattern_runs(const mr_t* t, int sreg, int rreg, size_t k) {
   int extreme = (sreg == 0 || sreg == 3) && (rreg == 0 || rreg == 3);
   if (t->nranks >= 5) k++;
