@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -33,6 +34,8 @@
 /* seconds a connected peer has to say hello: ample for a rank (which sends
  * it right after connecting), short enough that strangers are let go soon */
 #define BOOT_HELLO_WAIT 2.0
+/* root listeners one process may hold at once (boot_fork_fds) */
+#define BOOT_FORK_MAX 64
 
 struct bootstrap {
   int rank, nranks;
@@ -189,6 +192,11 @@ typedef struct {
   /* held by the serving thread except while it sleeps in poll() (the root
    * thread: boot_root_main), so that fork() waits for a quiet moment */
   pthread_mutex_t* quiet;
+  /* NULL, or BOOT_PENDING_MAX slots and their count that outlive the
+   * call: the connections still without a whole hello stay there for the
+   * next serve on the same listener (else they are closed on return) */
+  boot_pending_t* keep;
+  int* nkeep;
 } boot_server_t;
 
 static void boot_pending_drop(boot_pending_t* pend, int* np, int i, const char* who,
@@ -200,12 +208,12 @@ static void boot_pending_drop(boot_pending_t* pend, int* np, int i, const char* 
 
 static qcclResult_t boot_serve(int lfd, const uint8_t* secret, double deadline,
                                const boot_server_t* sv) {
-  boot_pending_t* pend = calloc(BOOT_PENDING_MAX, sizeof *pend);
+  boot_pending_t* pend = sv->keep ? sv->keep : calloc(BOOT_PENDING_MAX, sizeof *pend);
   int cap = 8; /* watched sockets the arrays hold; grows with the owner's */
   int* wfds = calloc((size_t)cap, sizeof *wfds);
   struct pollfd* p = calloc((size_t)(1 + BOOT_PENDING_MAX + cap), sizeof *p);
   qcclResult_t r = qcclSuccess;
-  int np = 0, done = 0;
+  int np = sv->keep ? *sv->nkeep : 0, done = 0;
   if (!pend || !p || !wfds) {
     r = QCCL_ERR(qcclSystemError, "out of memory");
     goto out;
@@ -286,8 +294,12 @@ static qcclResult_t boot_serve(int lfd, const uint8_t* secret, double deadline,
       if (pend[i].deadline <= now) boot_pending_drop(pend, &np, i, sv->who, "no hello within 2 s");
   }
 out:
-  for (int i = 0; i < np; i++) close(pend[i].fd);
-  free(pend);
+  if (sv->keep) {
+    *sv->nkeep = np;
+  } else {
+    for (int i = 0; i < np && pend; i++) close(pend[i].fd);
+    free(pend);
+  }
   free(wfds);
   free(p);
   return r;
@@ -400,17 +412,35 @@ static qcclResult_t boot_root_watch_check(void* ctx, const struct pollfd* p, int
 
 static void boot_fork_close(int fd);
 
+/* After a failed rendezvous: the verdict for the ranks still on their way,
+ * and which ranks have had it (joined before the failure, or came since).
+ * Once every rank has, there is nobody left to tell. */
 typedef struct {
   const boot_table_t* t;
+  int nranks, told;
+  uint8_t* seen;
 } boot_late_t;
 
 static int boot_root_take_late(void* ctx, int fd, const boot_peer_hello_t* h, int* done) {
-  const boot_late_t* l = ctx;
-  (void)h;
-  (void)done;
+  boot_late_t* l = ctx;
   boot_root_refuse(fd, (qcclResult_t)l->t->status, l->t->why);
+  if (h->rank >= 0 && h->rank < l->nranks && !l->seen[h->rank]) {
+    l->seen[h->rank] = 1;
+    if (++l->told == l->nranks) *done = 1;
+  }
   return 0;
 }
+
+/* The root threads of this process, by their rendezvous' secret, so that
+ * a rank whose rendezvous failed can wait until its own root has told
+ * every rank (boot_root_settle). Guarded by boot_fork_mu (below); a forked
+ * child has none. */
+static pthread_cond_t boot_live_cv = PTHREAD_COND_INITIALIZER;
+static uint8_t boot_live[BOOT_FORK_MAX][BOOT_SECRET_BYTES];
+static int boot_live_n;
+
+static void boot_live_add(const uint8_t* secret);
+static void boot_live_remove(const uint8_t* secret);
 
 static void* boot_root_main(void* argp) {
   /* Whatever this thread does besides waiting in poll() it does holding
@@ -428,12 +458,18 @@ static void* boot_root_main(void* argp) {
   a.ready = NULL;
   boot_root_t st;
   boot_root_init(&st);
+  /* connections whose hello is still on its way when a rank leaves are
+   * ranks too: they get the verdict from the late serve below */
+  int npend = 0;
+  boot_pending_t* pend = calloc(BOOT_PENDING_MAX, sizeof *pend);
   boot_server_t sv = {.take = boot_root_take,
                       .watch_fds = boot_root_watch_fds,
                       .watch_check = boot_root_watch_check,
                       .ctx = &st,
                       .who = "bootstrap root",
-                      .quiet = &boot_quiet_mu};
+                      .quiet = &boot_quiet_mu,
+                      .keep = pend,
+                      .nkeep = &npend};
   qcclResult_t r = boot_serve(a.lfd, a.secret, a.deadline, &sv);
   err_clear();
   boot_table_t t;
@@ -454,19 +490,29 @@ static void* boot_root_main(void* argp) {
     if (sock_send_all(st.fds[i], &t, sizeof t, d) == qcclSuccess && t.status == 0)
       sock_send_all(st.fds[i], st.addrs, (size_t)st.nranks * BOOT_ADDR_BYTES, d);
   }
+  boot_late_t late = {.t = &t, .nranks = st.nranks};
+  if (t.status == qcclRemoteError && st.nranks > 0) late.seen = calloc((size_t)st.nranks, 1);
+  for (int i = 0; i < st.nranks && st.fds && late.seen; i++)
+    if (st.fds[i] >= 0) late.seen[i] = 1, late.told++;
   boot_root_free(&st);
-  if (t.status == qcclRemoteError) {
+  if (late.seen && late.told < late.nranks) {
     /* ranks still on their way would find the port closed and retry until
      * their timeout (the root may just not listen yet, for all they know):
-     * give each the verdict instead, until the rendezvous' deadline */
-    boot_late_t late = {&t};
+     * give each the verdict instead, until every rank has had it or the
+     * rendezvous' deadline */
     boot_server_t lv = {.take = boot_root_take_late,
                         .ctx = &late,
                         .who = "bootstrap root",
-                        .quiet = &boot_quiet_mu};
+                        .quiet = &boot_quiet_mu,
+                        .keep = pend,
+                        .nkeep = &npend};
     boot_serve(a.lfd, a.secret, a.deadline, &lv);
   }
+  for (int i = 0; i < npend; i++) close(pend[i].fd);
+  free(pend);
+  free(late.seen);
   boot_fork_close(a.lfd);
+  boot_live_remove(a.secret);
   err_clear();
   pthread_mutex_unlock(&boot_quiet_mu);
   return NULL;
@@ -476,7 +522,6 @@ static void* boot_root_main(void* argp) {
  * has no root thread, and a listener it kept open would hold connections
  * that nobody serves (a late rank would wait for its timeout instead of
  * being refused). The one process-wide table besides the logger's. */
-#define BOOT_FORK_MAX 64
 static pthread_mutex_t boot_fork_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t boot_fork_once = PTHREAD_ONCE_INIT;
 static int boot_fork_fds[BOOT_FORK_MAX];
@@ -495,6 +540,7 @@ static void boot_fork_parent(void) {
 static void boot_fork_child(void) {
   for (int i = 0; i < boot_fork_n; i++) close(boot_fork_fds[i]);
   boot_fork_n = 0;
+  boot_live_n = 0;
   pthread_mutex_unlock(&boot_fork_mu);
   pthread_mutex_unlock(&boot_quiet_mu);
 }
@@ -520,6 +566,46 @@ static void boot_fork_close(int fd) {
   pthread_mutex_unlock(&boot_fork_mu);
 }
 
+static void boot_live_add(const uint8_t* secret) {
+  pthread_mutex_lock(&boot_fork_mu);
+  if (boot_live_n < BOOT_FORK_MAX) memcpy(boot_live[boot_live_n++], secret, BOOT_SECRET_BYTES);
+  pthread_mutex_unlock(&boot_fork_mu);
+}
+
+static void boot_live_remove(const uint8_t* secret) {
+  pthread_mutex_lock(&boot_fork_mu);
+  for (int i = 0; i < boot_live_n; i++)
+    if (memcmp(boot_live[i], secret, BOOT_SECRET_BYTES) == 0) {
+      memcpy(boot_live[i], boot_live[--boot_live_n], BOOT_SECRET_BYTES);
+      break;
+    }
+  pthread_cond_broadcast(&boot_live_cv);
+  pthread_mutex_unlock(&boot_fork_mu);
+}
+
+/* Waits, until deadline at most, for this process' root of the rendezvous
+ * with secret (if it holds one) to finish. Rank 0 of the env flow holds
+ * the root; when its rendezvous fails and it returns the error, its
+ * process usually exits, and with it the listener that would have told
+ * the ranks still on their way: they would retry until their timeout. */
+static void boot_root_settle(const uint8_t* secret, double deadline) {
+  pthread_mutex_lock(&boot_fork_mu);
+  for (;;) {
+    int live = 0;
+    for (int i = 0; i < boot_live_n && !live; i++)
+      live = memcmp(boot_live[i], secret, BOOT_SECRET_BYTES) == 0;
+    double left = deadline - clock_now();
+    if (!live || left <= 0) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (left < 1.0 ? left : 1.0);
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&boot_live_cv, &boot_fork_mu, &ts);
+  }
+  pthread_mutex_unlock(&boot_fork_mu);
+}
+
 qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret, double timeout,
                              sock_addr_t* bound) {
   boot_root_args_t* a = malloc(sizeof *a);
@@ -537,6 +623,7 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   sem_init(&ready, 0, 0);
   a->ready = &ready;
   boot_fork_remember(a->lfd);
+  boot_live_add(secret);
   pthread_t th;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -547,6 +634,7 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   if (e != 0) {
     sem_destroy(&ready);
     boot_fork_close(lfd);
+    boot_live_remove(secret);
     free(a);
     return QCCL_ERRNO(qcclSystemError, e, "pthread_create (bootstrap root)");
   }
@@ -679,6 +767,7 @@ fail:
   if (lfd >= 0) close(lfd);
   free(addrs);
   boot_close(b, 0);
+  boot_root_settle(id->secret, deadline);
   return r;
 }
 
