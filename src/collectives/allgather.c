@@ -40,6 +40,7 @@ typedef struct {
   int mapped, direct, offered, k;
   share_job_t job;
   size_t off;
+  size_t rot; /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
 } ag_plan_t;
 
@@ -79,6 +80,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         }
         m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
         t->g = shm_chunk_next(s);
+        t->rot = shm_rot(s, t->g, m);
         p->phase = AG_FREE;
         PLAN_FALLTHROUGH;
       case AG_FREE:
@@ -86,7 +88,8 @@ static qcclResult_t ag_progress(plan_t* p) {
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         t->offered = t->off == 0 && share_offer(comm, t->g, &t->job, t->mapped);
         if (!t->direct) /* shm.h */
-          copy_out(shm_slot(s, r, t->g), in + t->off, m, shm_handoff_nt(s, bytes * (size_t)w));
+          copy_out(shm_slot(s, r, t->g) + t->rot, in + t->off, m,
+                   shm_handoff_nt(s, bytes * (size_t)w));
         coll_stats_shm(comm, m);
         shm_post(s, 3 * t->g + 1);
         t->k = 1;
@@ -124,7 +127,7 @@ static qcclResult_t ag_progress(plan_t* p) {
           }
           QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes, &src));
           if (src == NULL)
-            copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g), m, stream);
+            copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + t->rot, m, stream);
           else if (t->off == 0) /* read in place: the whole block at once */
             copy_out(out + (size_t)j * bytes, src, bytes, stream);
         }

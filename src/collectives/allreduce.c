@@ -62,6 +62,7 @@ typedef struct {
   char* scratch;  /* large calls reduce here first */
   char* peer_tmp; /* the parts read single copy, when not into recvbuff */
   size_t off;
+  size_t rot; /* where the chunk goes in the slots and results (shm_rot) */
   uint64_t g;
 } ar_plan_t;
 
@@ -98,10 +99,10 @@ static qcclResult_t ar_reduce_part(ar_plan_t* t, size_t m, size_t lo, size_t hi)
       if (j != r) QCCL_CHECK(shm_reg_peer(s, j, g, SHM_REG_IN, a->count * es, &p));
       srcs[j] = j == r      ? src + lo * es
                 : p != NULL ? p + (off + lo) * es
-                            : shm_slot(s, j, g) + lo * es;
+                            : shm_slot(s, j, g) + t->rot + lo * es;
     }
   }
-  char* res = shm_result(s, r, g);
+  char* res = shm_result(s, r, g) + t->rot;
   coll_stats_shm(comm, m * es); /* its slot but its part, and its result */
   if (t->out_cma) {
     /* the peers read the result from recvbuff (reduce_kernel allows dst to
@@ -141,7 +142,7 @@ static qcclResult_t ar_copy_parts(ar_plan_t* t, size_t m) {
     peer_out[j] = AR_CHUNK_DONE;
   }
   peer_out[r] = NULL;
-  ar_chunk_copy_results(s, t->g, out + off * es, m, es, t->stream, peer_out, off * es);
+  ar_chunk_copy_results(s, t->g, t->rot, out + off * es, m, es, t->stream, peer_out, off * es);
   return qcclSuccess;
 }
 
@@ -187,6 +188,7 @@ static qcclResult_t ar_progress(plan_t* p) {
         m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk;
         coll_part(m, w, r, &lo, &hi);
         t->g = shm_chunk_next(s);
+        t->rot = shm_rot(s, t->g, m * es);
         p->phase = AR_FREE;
         PLAN_FALLTHROUGH;
       case AR_FREE:
@@ -194,7 +196,8 @@ static qcclResult_t ar_progress(plan_t* p) {
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->in_reg);
         shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
         if (!t->in_pub && !t->in_cma)
-          ar_chunk_stage(s, t->g, (const char*)a->sendbuff + t->off * es, m, lo, hi, es, t->nt);
+          ar_chunk_stage(s, t->g, t->rot, (const char*)a->sendbuff + t->off * es, m, lo, hi, es,
+                         t->nt);
         shm_post(s, 3 * t->g + 1);
         p->phase = AR_STAGED;
         PLAN_FALLTHROUGH;

@@ -10,12 +10,13 @@
 #include "collectives/coll.h"
 #include "core/memcopy.h"
 
-/* Phase 1: stages the m elements at src into this rank's slot of chunk g,
- * but its own part [lo, hi), which it reduces from src directly; with
- * streaming stores in large calls (shm.h). */
-static inline void ar_chunk_stage(shm_t* s, uint64_t g, const char* src, size_t m, size_t lo,
-                                  size_t hi, size_t es, int stream) {
-  char* slot = shm_slot(s, s->rank, g);
+/* Phase 1: stages the m elements at src into this rank's slot of chunk g
+ * (rot bytes into it: shm_rot), but its own part [lo, hi), which it
+ * reduces from src directly; with streaming stores in large calls
+ * (shm.h). */
+static inline void ar_chunk_stage(shm_t* s, uint64_t g, size_t rot, const char* src, size_t m,
+                                  size_t lo, size_t hi, size_t es, int stream) {
+  char* slot = shm_slot(s, s->rank, g) + rot;
   copy_out(slot, src, lo * es, stream);
   copy_out(slot + hi * es, src + hi * es, (m - hi) * es, stream);
 }
@@ -24,20 +25,21 @@ static inline void ar_chunk_stage(shm_t* s, uint64_t g, const char* src, size_t 
 #define AR_CHUNK_DONE ((const char*)1)
 
 /* Phase 3: copies the other ranks' reduced parts of chunk g to out (the
- * chunk's place in recvbuff): from their result areas, or, where peer_out
+ * chunk's place in recvbuff): from their result areas (rot bytes in), or, where peer_out
  * is given and peer_out[j] is not NULL, from the same place of rank j's
  * recvbuff (qcclMemAlloc memory it published; the chunk starts `at` bytes
  * into it); none where peer_out[j] is AR_CHUNK_DONE. */
-static inline void ar_chunk_copy_results(shm_t* s, uint64_t g, char* out, size_t m, size_t es,
-                                         int stream, const char* const* peer_out, size_t at) {
+static inline void ar_chunk_copy_results(shm_t* s, uint64_t g, size_t rot, char* out, size_t m,
+                                         size_t es, int stream, const char* const* peer_out,
+                                         size_t at) {
   int w = s->nranks, r = s->rank;
   for (int k = 1; k < w; k++) {
     int j = (r + k) % w;
     if (peer_out != NULL && peer_out[j] == AR_CHUNK_DONE) continue;
     size_t jl, jh;
     coll_part(m, w, j, &jl, &jh);
-    const char* src =
-        peer_out != NULL && peer_out[j] != NULL ? peer_out[j] + at + jl * es : shm_result(s, j, g);
+    const char* src = peer_out != NULL && peer_out[j] != NULL ? peer_out[j] + at + jl * es
+                                                              : shm_result(s, j, g) + rot;
     copy_out(out + jl * es, src, (jh - jl) * es, stream);
   }
 }

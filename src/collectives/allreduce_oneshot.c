@@ -14,7 +14,10 @@
  * read from peers' slots, one wait. The slot is the chunked path's slot
  * of the same chunk number, and the call ends by posting the chunk's last
  * step, so the double buffering of shm_test_chunk guards it the same
- * way: a rank overwrites the slot only after every peer has read it.
+ * way: a rank overwrites the slot only after every peer has read it. The
+ * input goes to a place in the slot that changes from call to call
+ * (shm_rot): rewriting the lines a peer read two calls ago was the
+ * larger part of a small call's time.
  *
  * Which calls take it (node_allreduce_oneshot_fits): at most one slot, and
  * at most allreduce_oneshot_default(W) bytes (or rank 0's
@@ -48,6 +51,7 @@ int node_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes) {
 typedef struct {
   plan_t p;
   uint64_t g;
+  size_t rot; /* where in the slots (shm_rot) */
 } oneshot_plan_t;
 
 enum { ONESHOT_START, ONESHOT_FREE, ONESHOT_STAGED };
@@ -62,11 +66,12 @@ static qcclResult_t oneshot_progress(plan_t* p) {
   switch (p->phase) {
     case ONESHOT_START:
       t->g = shm_chunk_next(s);
+      t->rot = shm_rot(s, t->g, n);
       p->phase = ONESHOT_FREE;
       PLAN_FALLTHROUGH;
     case ONESHOT_FREE:
       PLAN_TEST(p, shm_test_chunk(s, t->g));
-      memcpy(shm_slot(s, r, t->g), a->sendbuff, n);
+      memcpy(shm_slot(s, r, t->g) + t->rot, a->sendbuff, n);
       coll_stats_shm(comm, n);
       shm_post(s, 3 * t->g + 1);
       p->phase = ONESHOT_STAGED;
@@ -74,7 +79,7 @@ static qcclResult_t oneshot_progress(plan_t* p) {
     case ONESHOT_STAGED: {
       PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
       const void* srcs[w];
-      for (int j = 0; j < w; j++) srcs[j] = j == r ? a->sendbuff : shm_slot(s, j, t->g);
+      for (int j = 0; j < w; j++) srcs[j] = j == r ? a->sendbuff : shm_slot(s, j, t->g) + t->rot;
       /* in place, recvbuff is srcs[r] at the same offsets, which the kernel
        * allows */
       reduce_kernel(a->recvbuff, srcs, w, a->count, a->datatype, a->op, w);

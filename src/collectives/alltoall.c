@@ -46,6 +46,7 @@ typedef struct {
   int mapped, direct, offered, k;
   share_job_t job;
   size_t off;
+  size_t rot; /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
 } a2a_plan_t;
 
@@ -87,11 +88,12 @@ static qcclResult_t a2a_progress(plan_t* p) {
         }
         m = bytes - t->off < piece ? bytes - t->off : piece;
         t->g = shm_chunk_next(s);
+        t->rot = shm_rot(s, t->g, (size_t)w * m);
         p->phase = A2A_FREE;
         PLAN_FALLTHROUGH;
       case A2A_FREE: {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
-        char* slot = shm_slot(s, r, t->g);
+        char* slot = shm_slot(s, r, t->g) + t->rot;
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         t->offered = t->off == 0 && share_offer(comm, t->g, &t->job, t->mapped);
         if (!t->direct) {
@@ -139,8 +141,8 @@ static qcclResult_t a2a_progress(plan_t* p) {
           }
           QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes * (size_t)w, &src));
           if (src == NULL)
-            copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + (size_t)r * m, m,
-                     stream);
+            copy_out(out + (size_t)j * bytes + t->off,
+                     shm_slot(s, j, t->g) + t->rot + (size_t)r * m, m, stream);
           else if (t->off == 0) /* read in place: the whole piece at once */
             copy_out(out + (size_t)j * bytes, src + (size_t)r * bytes, bytes, stream);
         }

@@ -33,6 +33,7 @@ typedef struct {
   shm_reg_t reg;
   int cma, have_all;
   size_t off, chunks;
+  size_t rot; /* where the chunk goes in the root's slot (shm_rot) */
   uint64_t g;
 } bcast_plan_t;
 
@@ -79,12 +80,13 @@ static qcclResult_t bcast_progress(plan_t* p) {
           t->g = s->chunk_seq++;
           p->phase = BCAST_STAGED;
         }
+        t->rot = shm_rot(s, t->g, bcast_len(t, s));
         break;
       case BCAST_ROOT_FREE: {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
         size_t m = bcast_len(t, s);
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
-        if (!t->cma) memcpy(shm_slot(s, root, t->g), (const char*)a->sendbuff + t->off, m);
+        if (!t->cma) memcpy(shm_slot(s, root, t->g) + t->rot, (const char*)a->sendbuff + t->off, m);
         coll_stats_shm(comm, m);
         shm_post(s, 3 * t->g + 3);
         t->off += s->chunk_bytes;
@@ -102,7 +104,7 @@ static qcclResult_t bcast_progress(plan_t* p) {
           t->have_all = 1;
         }
         if (!t->have_all)
-          copy_out((char*)a->recvbuff + t->off, shm_slot(s, root, t->g), m,
+          copy_out((char*)a->recvbuff + t->off, shm_slot(s, root, t->g) + t->rot, m,
                    t->bytes >= COPY_STREAM_MIN_TOTAL);
         shm_post(s, 3 * t->g + 3);
         t->off += s->chunk_bytes;

@@ -30,6 +30,7 @@ typedef struct {
   shm_reg_t reg;
   int cma, k;
   size_t off, chunks;
+  size_t rot; /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
 } gather_plan_t;
 
@@ -65,6 +66,8 @@ static qcclResult_t gather_progress(plan_t* p) {
           break;
         }
         t->g = shm_chunk_next(s);
+        t->rot =
+            shm_rot(s, t->g, bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes);
         p->phase = GATHER_FREE;
         PLAN_FALLTHROUGH;
       case GATHER_FREE: {
@@ -72,7 +75,7 @@ static qcclResult_t gather_progress(plan_t* p) {
         size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
         if (r != root) {
           shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
-          if (!t->cma) memcpy(shm_slot(s, r, t->g), in + t->off, m);
+          if (!t->cma) memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
           coll_stats_shm(comm, m);
           shm_post(s, 3 * t->g + 3);
           t->off += s->chunk_bytes;
@@ -97,7 +100,7 @@ static qcclResult_t gather_progress(plan_t* p) {
             if (t->off == 0) QCCL_CHECK(cma_read_from(s, j, at, out + (size_t)j * bytes, bytes));
             continue;
           }
-          copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g), m,
+          copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + t->rot, m,
                    bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
         }
         shm_post(s, 3 * t->g + 3);

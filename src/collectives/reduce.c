@@ -72,6 +72,7 @@ typedef struct {
   int cma;
   char* peer_tmp;
   size_t off, chunks;
+  size_t rot; /* where the chunk goes in the slots and results (shm_rot) */
   uint64_t g;
 } reduce_plan_t;
 
@@ -117,14 +118,15 @@ static qcclResult_t reduce_progress(plan_t* p) {
         m = a->count - t->off < per_chunk ? a->count - t->off : per_chunk;
         reduce_part(m, nred, v, &lo, &hi);
         t->g = shm_chunk_next(s);
+        t->rot = shm_rot(s, t->g, m * es);
         p->phase = REDUCE_FREE;
         PLAN_FALLTHROUGH;
       case REDUCE_FREE:
         PLAN_TEST(p, shm_test_chunk(s, t->g));
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         if (!t->cma) { /* all but the own part, which only this rank reads */
-          memcpy(shm_slot(s, r, t->g), in + t->off * es, lo * es);
-          memcpy(shm_slot(s, r, t->g) + hi * es, in + (t->off + hi) * es, (m - hi) * es);
+          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
+          memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
         }
         shm_post(s, 3 * t->g + 1);
         p->phase = REDUCE_STAGED;
@@ -147,12 +149,12 @@ static qcclResult_t reduce_progress(plan_t* p) {
             QCCL_CHECK(cma_read_from(s, j, at + (t->off + lo) * es, t->peer_tmp, (hi - lo) * es));
             srcs[j] = t->peer_tmp;
           } else {
-            srcs[j] = j == r ? in + (t->off + lo) * es : shm_slot(s, j, t->g) + lo * es;
+            srcs[j] = j == r ? in + (t->off + lo) * es : shm_slot(s, j, t->g) + t->rot + lo * es;
           }
         }
         /* the root's own part straight into recvbuff (in place, it is
          * srcs[r] at the same offsets, which the kernel allows) */
-        char* dst = r == root ? out + (t->off + lo) * es : shm_result(s, r, t->g);
+        char* dst = r == root ? out + (t->off + lo) * es : shm_result(s, r, t->g) + t->rot;
         reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
         /* the others read its slot but its own part, and root its result */
         coll_stats_shm(comm, (m - (hi - lo) + (r != root ? hi - lo : 0)) * es);
@@ -167,7 +169,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
             int j = (root + u) % w;
             size_t jl, jh;
             reduce_part(m, nred, u, &jl, &jh);
-            copy_out(out + (t->off + jl) * es, shm_result(s, j, t->g), (jh - jl) * es,
+            copy_out(out + (t->off + jl) * es, shm_result(s, j, t->g) + t->rot, (jh - jl) * es,
                      a->count * es >= COPY_STREAM_MIN_TOTAL);
           }
         }

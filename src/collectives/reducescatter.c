@@ -34,6 +34,7 @@ typedef struct {
   shm_reg_t reg;
   int direct;
   size_t off;
+  size_t rot; /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
 } rs_plan_t;
 
@@ -67,11 +68,12 @@ static qcclResult_t rs_progress(plan_t* p) {
         }
         m = a->count - t->off < per_piece ? a->count - t->off : per_piece;
         t->g = shm_chunk_next(s);
+        t->rot = shm_rot(s, t->g, (size_t)w * m * es);
         p->phase = RS_FREE;
         PLAN_FALLTHROUGH;
       case RS_FREE: {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
-        char* slot = shm_slot(s, r, t->g);
+        char* slot = shm_slot(s, r, t->g) + t->rot;
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         if (!t->direct) {
           for (int j = 0; j < w; j++)
@@ -95,7 +97,7 @@ static qcclResult_t rs_progress(plan_t* p) {
           }
           const char* src; /* the peer's sendbuff, where readable in place */
           QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, a->count * (size_t)w * es, &src));
-          srcs[j] = src != NULL ? src + at : shm_slot(s, j, t->g) + (size_t)r * m * es;
+          srcs[j] = src != NULL ? src + at : shm_slot(s, j, t->g) + t->rot + (size_t)r * m * es;
         }
         if (a->count * es >= COPY_STREAM_MIN_TOTAL) {
           /* reduce in cache, then one streaming write to memory */

@@ -31,6 +31,7 @@ typedef struct {
   shm_reg_t reg;
   int cma, have_all;
   size_t off, chunks;
+  size_t rot; /* where the chunk goes in the root's slot (shm_rot) */
   uint64_t g;
 } scatter_plan_t;
 
@@ -74,12 +75,14 @@ static qcclResult_t scatter_progress(plan_t* p) {
           t->g = s->chunk_seq++;
           p->phase = SCATTER_STAGED;
         }
+        t->rot =
+            shm_rot(s, t->g, (size_t)w * (bytes - t->off < t->piece ? bytes - t->off : t->piece));
         break;
       case SCATTER_ROOT_FREE: {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
         size_t m = bytes - t->off < t->piece ? bytes - t->off : t->piece;
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
-        char* slot = shm_slot(s, root, t->g);
+        char* slot = shm_slot(s, root, t->g) + t->rot;
         for (int j = 0; j < w && !t->cma; j++)
           if (j != root) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m);
         coll_stats_shm(comm, (size_t)(w - 1) * m);
@@ -99,7 +102,7 @@ static qcclResult_t scatter_progress(plan_t* p) {
           t->have_all = 1;
         }
         if (!t->have_all)
-          copy_out(out + t->off, shm_slot(s, root, t->g) + (size_t)r * m, m,
+          copy_out(out + t->off, shm_slot(s, root, t->g) + t->rot + (size_t)r * m, m,
                    bytes >= COPY_STREAM_MIN_TOTAL);
         shm_post(s, 3 * t->g + 3);
         t->off += t->piece;

@@ -102,6 +102,7 @@ typedef struct shm {
   size_t bytes;
   int rank, nranks;
   size_t chunk_bytes;   /* bytes of one slot */
+  uint64_t warm_sum;    /* what warming the slots read (shm_populate) */
   size_t chan_bytes;    /* ring bytes of one p2p channel (a power of two) */
   uint64_t chunk_seq;   /* next chunk number g */
   double timeout;       /* seconds without progress before qcclTimeout */
@@ -277,6 +278,26 @@ static inline int shm_roomy(const shm_t* s) {
 
 static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
   return s->slots + ((size_t)rank * 2 + (size_t)(g & 1)) * s->chunk_bytes;
+}
+
+/* Where in its slot (and result area) chunk g of a call stages the used
+ * bytes, when they are small: successive calls take successive 4 KiB-
+ * aligned places within the first SHM_ROT_SPAN bytes, so a rank rewrites
+ * the lines a peer has just read only every span / used-th call. Writing
+ * the very lines the peer read two calls ago made a 2-rank AllReduce of
+ * 8 KiB take 2.7 us, places in turn 2.1 (16 KiB: 4.7 and 3.5 us;
+ * ReduceScatter of 16 KiB 2.6 and 2.1 us). The gain comes once the places
+ * span 32-64 KiB; larger spans only add cold lines to the first calls and
+ * took nothing off calls of 32 KiB and more, which take one place
+ * (docs/PERF.md, "Small calls: where in the slot"). shm_populate brings
+ * the span into the owner's cache at init.
+ * Every rank computes the same place from g and used. */
+#define SHM_ROT_SPAN ((size_t)64 << 10)
+static inline size_t shm_rot(const shm_t* s, uint64_t g, size_t used) {
+  size_t step = (used + 4095) & ~(size_t)4095;
+  size_t span = s->chunk_bytes < SHM_ROT_SPAN ? s->chunk_bytes : SHM_ROT_SPAN;
+  size_t k = step == 0 ? 0 : span / step;
+  return k > 1 ? (size_t)((g >> 1) % k) * step : 0;
 }
 
 static inline char* shm_result(shm_t* s, int rank, uint64_t g) {
