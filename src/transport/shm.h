@@ -288,7 +288,7 @@ static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
  * 8 KiB take 2.7 us, places in turn 2.1 (16 KiB: 4.7 and 3.5 us;
  * ReduceScatter of 16 KiB 2.6 and 2.1 us). The gain comes once the places
  * span 32-64 KiB; larger spans only add cold lines to the first calls and
- * took nothing off calls of 32 KiB and more, which take one place
+ * took nothing off calls of more than 32 KiB, which take one place
  * (docs/PERF.md, "Small calls: where in the slot"). shm_populate brings
  * the span into the owner's cache at init.
  * Every rank computes the same place from g and used. */
