@@ -70,7 +70,8 @@ static void run_case(mr_t* t, qcclDataType_t dt, qcclRedOp_t op, int kind, size_
 int main(int argc, char** argv) {
   mr_t t;
   mr_init(&t, argc, argv);
-  static const size_t counts[] = {0, 1, 1009};
+  /* 2053: 8-16 KiB of 4- and 8-byte types, the one-handoff path in halves */
+  static const size_t counts[] = {0, 1, 1009, 2053};
   for (int dt = 0; dt < qcclNumTypes; dt++)
     for (int op = 0; op < qcclNumOps; op++) {
       if (!mr_op_valid((qcclDataType_t)dt, (qcclRedOp_t)op)) continue;
