@@ -19,11 +19,15 @@
  * of 4 on 4 ranks from 64 KiB to 4 MiB (0.91-1.06x at 16 MiB), 0.81-0.89x
  * of 3 on 3; on 5 and 8 ranks fewer reducers gained nothing or lost (2 of
  * 8: 1.1-1.4x: the stagers hold the reducers off the cores) (docs/PERF.md,
- * "How many ranks reduce"). On 2 ranks calls up to 128 KiB have one
+ * "How many ranks reduce"). On 2 ranks calls up to 16 MiB have one
  * reducer, the root, which reduces the whole chunk straight into recvbuff
  * while the other stages and goes on: 4-64 KiB took 0.54-0.83x the time of
- * two reducers (from 256 KiB 0.84-1.14x, noise, and single copy takes
- * over). The parts' bits do not depend on who reduces.
+ * two reducers (AMD guest; from 256 KiB 0.84-1.14x, noise), and on the
+ * Xeon guest, against two reducers reading each other's part single copy,
+ * 0.85-0.93x at 256 KiB, 0.81-0.99x at 1 MiB, 0.76-0.87x at 4 MiB,
+ * 0.71-0.94x at 16 MiB, but 1.06-1.16x at 64 MiB (docs/PERF.md, "Reduce on
+ * 2 ranks: one reducer to 16 MiB"). The parts' bits do not depend on who
+ * reduces.
  *
  * Single copy (cma.h, cma_reduce_use): on 2 ranks a sendbuff that is not
  * qcclMemAlloc memory is offered instead of staged, and each rank reads
@@ -47,7 +51,7 @@
 /* How many ranks reduce a call of bytes (see the top): one, the root, on 2
  * ranks up to REDUCE_ONE_MAX_BYTES; the cores, when there are more ranks
  * than cores but at most twice as many; else every rank. */
-#define REDUCE_ONE_MAX_BYTES ((size_t)128 << 10)
+#define REDUCE_ONE_MAX_BYTES ((size_t)16 << 20)
 static int reduce_reducers(const shm_t* s, int w, size_t bytes) {
   if (w == 2 && bytes <= REDUCE_ONE_MAX_BYTES) return 1;
   return w > s->ncores && w <= 2 * s->ncores ? s->ncores : w;

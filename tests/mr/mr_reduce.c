@@ -100,5 +100,11 @@ int main(int argc, char** argv) {
   int nbig = mr_large_cases(&t, COLL_ID, big);
   for (int i = 0; i < nbig; i++)
     run_case(&t, big[i].dt, big[i].op, MR_GEN_REDUCE, big[i].count, big[i].inplace, big[i].root);
+  /* on 2 ranks calls up to 16 MiB have one reducer (reduce.c): one just
+   * above, where both reduce (single copy where it is on), each root, out
+   * of place and in place */
+  if (W == 2 && !t.quick)
+    for (int root = 0; root < 2; root++)
+      run_case(&t, qcclFloat32, qcclSum, MR_GEN_REDUCE, ((size_t)1 << 22) + 17, root, root);
   return mr_finish(&t);
 }
