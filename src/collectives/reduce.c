@@ -29,14 +29,10 @@
  * 2 ranks: one reducer to 16 MiB"). The parts' bits do not depend on who
  * reduces.
  *
- * Single copy (cma.h, cma_reduce_use): on 2 ranks a sendbuff that is not
- * qcclMemAlloc memory is offered instead of staged, and each rank reads
- * the other's part of it with process_vm_readv before reducing its own.
- * A rank that offered its
- * buffer returns only once both have posted the last chunk (it is read
- * until then).
- * Each rank decides for its own buffer; readers follow what each
- * published.
+ * No single copy: on 2 ranks, where it is on, two reducers each reading
+ * the other's part with process_vm_readv (the path until 2026-12-04, for
+ * calls up to 16 MiB) took longer than one reducer reading the staged
+ * slot (above); on more ranks it took 1.03-1.65x the staged time.
  *
  * Plan: per chunk, wait for the slot (free), for every rank's stage
  * (staged), and at the root for every part (reduced).
@@ -46,7 +42,6 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/memcopy.h"
-#include "transport/cma.h"
 
 /* How many ranks reduce a call of bytes (see the top): one, the root, on 2
  * ranks up to REDUCE_ONE_MAX_BYTES; the cores, when there are more ranks
@@ -71,10 +66,6 @@ typedef struct {
   plan_t p;
   size_t es, per_chunk;
   int nred; /* the call's ranks that reduce a part: root, root+1, ... */
-  /* the call's */
-  shm_reg_t reg;
-  int cma;
-  char* peer_tmp;
   size_t off, chunks;
   size_t rot; /* where the chunk goes in the slots and results (shm_rot) */
   uint64_t g;
@@ -102,14 +93,6 @@ static qcclResult_t reduce_progress(plan_t* p) {
           return qcclSuccess;
         }
         nred = t->nred = reduce_reducers(s, w, a->count * es);
-        /* single copy: the block is a part of the first chunk */
-        size_t first = a->count < per_chunk ? a->count * es : per_chunk * es;
-        shm_reg_t mapped;
-        t->reg = (shm_reg_t){0, 0, -1};
-        t->cma = nred == w && cma_reduce_use(s, w, a->count * es, first / (size_t)w) &&
-                 !shm_reg_find(s, in, a->count * es, &mapped) &&
-                 cma_offer(s, in, first / (size_t)w, 0, &t->reg);
-        t->peer_tmp = NULL;
         t->off = t->chunks = 0;
         p->phase = REDUCE_CHUNK;
         PLAN_FALLTHROUGH;
@@ -127,11 +110,9 @@ static qcclResult_t reduce_progress(plan_t* p) {
         PLAN_FALLTHROUGH;
       case REDUCE_FREE:
         PLAN_TEST(p, shm_test_chunk(s, t->g));
-        shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
-        if (!t->cma) { /* all but the own part, which only this rank reads */
-          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
-          memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
-        }
+        /* all but the own part, which only this rank reads */
+        memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
+        memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
         shm_post(s, 3 * t->g + 1);
         p->phase = REDUCE_STAGED;
         PLAN_FALLTHROUGH;
@@ -144,18 +125,8 @@ static qcclResult_t reduce_progress(plan_t* p) {
         }
         PLAN_TEST(p, shm_test_all(s, 3 * t->g + 1));
         const void* srcs[w];
-        for (int j = 0; j < w; j++) {
-          uintptr_t at;
-          if (j != r && shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
-            if (t->peer_tmp == NULL)
-              QCCL_CHECK(
-                  comm_scratch(comm, 0, (per_chunk / (size_t)w + 1) * es, (void**)&t->peer_tmp));
-            QCCL_CHECK(cma_read_from(s, j, at + (t->off + lo) * es, t->peer_tmp, (hi - lo) * es));
-            srcs[j] = t->peer_tmp;
-          } else {
-            srcs[j] = j == r ? in + (t->off + lo) * es : shm_slot(s, j, t->g) + t->rot + lo * es;
-          }
-        }
+        for (int j = 0; j < w; j++)
+          srcs[j] = j == r ? in + (t->off + lo) * es : shm_slot(s, j, t->g) + t->rot + lo * es;
         /* the root's own part straight into recvbuff (in place, it is
          * srcs[r] at the same offsets, which the kernel allows) */
         char* dst = r == root ? out + (t->off + lo) * es : shm_result(s, r, t->g) + t->rot;
@@ -186,9 +157,8 @@ static qcclResult_t reduce_progress(plan_t* p) {
       case REDUCE_END:
         /* only the root waits for every rank at the end: the others are
          * done once their parts are posted, their slots and result areas
-         * being guarded by the next call's chunk test (MPI's eager reduce);
-         * a buffer read single copy must outlive its reader */
-        if (r == root || t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
+         * being guarded by the next call's chunk test (MPI's eager reduce) */
+        if (r == root) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
         return qcclSuccess;
       default:
         return QCCL_ERR(qcclInternalError, "reduce: phase %d", p->phase);

@@ -149,16 +149,11 @@ static inline int cma_gather_use(const shm_t* s, int nranks, size_t block) {
                     : block <= CMA_GATHER_MAX2_BYTES;
 }
 
-/* Reduce (reduce.c): single copy from CMA's threshold per part, in calls of
- * at most CMA_REDUCE_MAX_BYTES on at most CMA_REDUCE_MAX_RANKS ranks. On 2
- * ranks 256 KiB-16 MiB calls took 0.73-0.80x the staged time and 64 MiB
- * 1.20x; on 4 ranks 1.03-1.65x at every size from 256 KiB (docs/PERF.md,
- * "Single copy for rooted calls and sends"), as AllReduce's. */
-#define CMA_REDUCE_MAX_RANKS 2
-#define CMA_REDUCE_MAX_BYTES ((size_t)16 << 20)
-static inline int cma_reduce_use(const shm_t* s, int nranks, size_t bytes, size_t part) {
-  return cma_use(s, part) && nranks <= CMA_REDUCE_MAX_RANKS && bytes <= CMA_REDUCE_MAX_BYTES;
-}
+/* Reduce (reduce.c) has no single copy since 2026-12-04: on 2 ranks one
+ * reducer reading the staged slot beat two reading each other's part with
+ * process_vm_readv at 256 KiB-16 MiB (docs/PERF.md, "Reduce on 2 ranks:
+ * one reducer to 16 MiB"), and on 4 ranks single copy took 1.03-1.65x the
+ * staged time. */
 
 /* Sends and receives through the segment (shm_p2p.c): a message single copy
  * when it does not fit in the pair's ring with its header (and from CMA's
