@@ -431,17 +431,6 @@ static int boot_root_take_late(void* ctx, int fd, const boot_peer_hello_t* h, in
   return 0;
 }
 
-/* The root threads of this process, by their rendezvous' secret, so that
- * a rank whose rendezvous failed can wait until its own root has told
- * every rank (boot_root_settle). Guarded by boot_fork_mu (below); a forked
- * child has none. */
-static pthread_cond_t boot_live_cv = PTHREAD_COND_INITIALIZER;
-static uint8_t boot_live[BOOT_FORK_MAX][BOOT_SECRET_BYTES];
-static int boot_live_n;
-
-static void boot_live_add(const uint8_t* secret);
-static void boot_live_remove(const uint8_t* secret);
-
 static void* boot_root_main(void* argp) {
   /* Whatever this thread does besides waiting in poll() it does holding
    * boot_quiet_mu, which fork() takes first (boot_fork_prepare): a
@@ -512,19 +501,27 @@ static void* boot_root_main(void* argp) {
   free(pend);
   free(late.seen);
   boot_fork_close(a.lfd);
-  boot_live_remove(a.secret);
   err_clear();
   pthread_mutex_unlock(&boot_quiet_mu);
   return NULL;
 }
 
-/* The root's listening sockets, closed in a child after fork(): the child
+/* The root listeners of this process, each with its rendezvous' secret,
+ * while their threads serve: closed in a child after fork() (the child
  * has no root thread, and a listener it kept open would hold connections
- * that nobody serves (a late rank would wait for its timeout instead of
- * being refused). The one process-wide table besides the logger's. */
+ * that nobody serves: a late rank would wait for its timeout instead of
+ * being refused), and looked up by a rank whose rendezvous failed, which
+ * waits until its own root has told every rank (boot_root_settle; the cv
+ * says when an entry goes). The one process-wide table besides the
+ * logger's. */
+typedef struct {
+  int fd;
+  uint8_t secret[BOOT_SECRET_BYTES];
+} boot_listener_t;
 static pthread_mutex_t boot_fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t boot_fork_cv = PTHREAD_COND_INITIALIZER;
 static pthread_once_t boot_fork_once = PTHREAD_ONCE_INIT;
-static int boot_fork_fds[BOOT_FORK_MAX];
+static boot_listener_t boot_fork_fds[BOOT_FORK_MAX];
 static int boot_fork_n;
 
 static void boot_fork_prepare(void) {
@@ -538,9 +535,8 @@ static void boot_fork_parent(void) {
 }
 
 static void boot_fork_child(void) {
-  for (int i = 0; i < boot_fork_n; i++) close(boot_fork_fds[i]);
+  for (int i = 0; i < boot_fork_n; i++) close(boot_fork_fds[i].fd);
   boot_fork_n = 0;
-  boot_live_n = 0;
   pthread_mutex_unlock(&boot_fork_mu);
   pthread_mutex_unlock(&boot_quiet_mu);
 }
@@ -549,10 +545,13 @@ static void boot_fork_setup(void) {
   pthread_atfork(boot_fork_prepare, boot_fork_parent, boot_fork_child);
 }
 
-static void boot_fork_remember(int fd) {
+static void boot_fork_remember(int fd, const uint8_t* secret) {
   pthread_once(&boot_fork_once, boot_fork_setup);
   pthread_mutex_lock(&boot_fork_mu);
-  if (boot_fork_n < BOOT_FORK_MAX) boot_fork_fds[boot_fork_n++] = fd;
+  if (boot_fork_n < BOOT_FORK_MAX) {
+    boot_fork_fds[boot_fork_n].fd = fd;
+    memcpy(boot_fork_fds[boot_fork_n++].secret, secret, BOOT_SECRET_BYTES);
+  }
   pthread_mutex_unlock(&boot_fork_mu);
 }
 
@@ -561,25 +560,9 @@ static void boot_fork_remember(int fd) {
 static void boot_fork_close(int fd) {
   pthread_mutex_lock(&boot_fork_mu);
   for (int i = 0; i < boot_fork_n; i++)
-    if (boot_fork_fds[i] == fd) boot_fork_fds[i] = boot_fork_fds[--boot_fork_n];
+    if (boot_fork_fds[i].fd == fd) boot_fork_fds[i] = boot_fork_fds[--boot_fork_n];
   close(fd);
-  pthread_mutex_unlock(&boot_fork_mu);
-}
-
-static void boot_live_add(const uint8_t* secret) {
-  pthread_mutex_lock(&boot_fork_mu);
-  if (boot_live_n < BOOT_FORK_MAX) memcpy(boot_live[boot_live_n++], secret, BOOT_SECRET_BYTES);
-  pthread_mutex_unlock(&boot_fork_mu);
-}
-
-static void boot_live_remove(const uint8_t* secret) {
-  pthread_mutex_lock(&boot_fork_mu);
-  for (int i = 0; i < boot_live_n; i++)
-    if (memcmp(boot_live[i], secret, BOOT_SECRET_BYTES) == 0) {
-      memcpy(boot_live[i], boot_live[--boot_live_n], BOOT_SECRET_BYTES);
-      break;
-    }
-  pthread_cond_broadcast(&boot_live_cv);
+  pthread_cond_broadcast(&boot_fork_cv);
   pthread_mutex_unlock(&boot_fork_mu);
 }
 
@@ -592,8 +575,8 @@ static void boot_root_settle(const uint8_t* secret, double deadline) {
   pthread_mutex_lock(&boot_fork_mu);
   for (;;) {
     int live = 0;
-    for (int i = 0; i < boot_live_n && !live; i++)
-      live = memcmp(boot_live[i], secret, BOOT_SECRET_BYTES) == 0;
+    for (int i = 0; i < boot_fork_n && !live; i++)
+      live = memcmp(boot_fork_fds[i].secret, secret, BOOT_SECRET_BYTES) == 0;
     double left = deadline - clock_now();
     if (!live || left <= 0) break;
     struct timespec ts;
@@ -601,7 +584,7 @@ static void boot_root_settle(const uint8_t* secret, double deadline) {
     double s = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (left < 1.0 ? left : 1.0);
     ts.tv_sec = (time_t)s;
     ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    pthread_cond_timedwait(&boot_live_cv, &boot_fork_mu, &ts);
+    pthread_cond_timedwait(&boot_fork_cv, &boot_fork_mu, &ts);
   }
   pthread_mutex_unlock(&boot_fork_mu);
 }
@@ -622,8 +605,7 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   sem_t ready;
   sem_init(&ready, 0, 0);
   a->ready = &ready;
-  boot_fork_remember(a->lfd);
-  boot_live_add(secret);
+  boot_fork_remember(a->lfd, secret);
   pthread_t th;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -634,7 +616,6 @@ qcclResult_t boot_root_start(const sock_addr_t* bind_addr, const uint8_t* secret
   if (e != 0) {
     sem_destroy(&ready);
     boot_fork_close(lfd);
-    boot_live_remove(secret);
     free(a);
     return QCCL_ERRNO(qcclSystemError, e, "pthread_create (bootstrap root)");
   }

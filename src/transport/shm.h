@@ -102,7 +102,6 @@ typedef struct shm {
   size_t bytes;
   int rank, nranks;
   size_t chunk_bytes;   /* bytes of one slot */
-  uint64_t warm_sum;    /* what warming the slots read (shm_populate) */
   size_t chan_bytes;    /* ring bytes of one p2p channel (a power of two) */
   uint64_t chunk_seq;   /* next chunk number g */
   double timeout;       /* seconds without progress before qcclTimeout */
