@@ -235,9 +235,11 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   int rank = boot_rank(boot), w = boot_nranks(boot);
   char* names = calloc((size_t)w, SHM_NAME_BYTES);
   shm_t* s = calloc(1, sizeof *s);
-  if (!s || !names) {
+  uint64_t* tail_seen = calloc((size_t)w, sizeof *tail_seen);
+  if (!s || !names || !tail_seen) {
     free(s);
     free(names);
+    free(tail_seen);
     return QCCL_ERR(qcclSystemError, "out of memory");
   }
   int64_t chunk, chan;
@@ -252,6 +254,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   }
   s->rank = rank;
   s->nranks = w;
+  s->tail_seen = tail_seen;
   s->chunk_bytes = (size_t)chunk & ~(size_t)63;
   s->chan_bytes = (size_t)chan;
   s->timeout = timeout;
@@ -310,6 +313,7 @@ fail_unlink:
 fail:
   if (s->base) munmap(s->base, s->bytes);
   free(s->cma_buf);
+  free(s->tail_seen);
   free(s);
   free(names);
   return r;
@@ -332,6 +336,7 @@ void shm_close(shm_t* s) {
   }
   free(s->scratch);
   for (int i = 0; i < s->p2p_nfree; i++) free(s->p2p_free[i]);
+  free(s->tail_seen);
   free(s);
 }
 
@@ -413,9 +418,16 @@ static int shm_move_off(shm_t* s, int cpu) {
  * (ranks are not bound by default, and the scheduler often puts two of
  * them on one CPU of a loaded host), so none then, unless this rank could
  * move to a free CPU. Publishes where this rank runs. */
+/* Stores cpu in this rank's control line only when it changed: the line
+ * holds the step the peers poll, and a store takes it from their caches. */
+static void shm_publish_cpu(shm_t* s, int cpu) {
+  if (atomic_load_explicit(&s->ctrl[s->rank].cpu, memory_order_relaxed) != cpu)
+    atomic_store_explicit(&s->ctrl[s->rank].cpu, cpu, memory_order_relaxed);
+}
+
 static uint32_t shm_spin_among(shm_t* s, int lo, int hi) {
   int cpu = sched_getcpu();
-  atomic_store_explicit(&s->ctrl[s->rank].cpu, cpu, memory_order_relaxed);
+  shm_publish_cpu(s, cpu);
   int shared = 0;
   for (int k = lo; k < hi && !shared; k++)
     shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
@@ -513,6 +525,6 @@ uint64_t shm_chunk_next(shm_t* s) {
    * rank that never waits (the root of an eager Gather, always behind)
    * would otherwise leave a stale CPU there, and a peer spinning on its
    * CPU would hold it off for the whole spin */
-  atomic_store_explicit(&s->ctrl[s->rank].cpu, sched_getcpu(), memory_order_relaxed);
+  shm_publish_cpu(s, sched_getcpu());
   return s->chunk_seq++;
 }

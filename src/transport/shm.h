@@ -87,12 +87,15 @@ typedef struct {
   uint64_t cma_sent;
   char pad0[SHM_LINE - 16];
   _Atomic uint64_t tail; /* bytes consumed by the receiver */
-  /* 0, or 1 + the bytes the receiver expected when it refused a message of
-   * another size: the sender fails at once instead of at its timeout */
-  _Atomic uint64_t refused;
   /* single-copy messages the receiver has read out of the sender's buffer */
   _Atomic uint64_t cma_done;
-  char pad1[SHM_LINE - 24];
+  char pad1[SHM_LINE - 16];
+  /* 0, or 1 + the bytes the receiver expected when it refused a message of
+   * another size: the sender fails at once instead of at its timeout. On a
+   * line of its own: the sender reads it at every test, and beside tail it
+   * was a line the receiver had just rewritten, a cross-core miss per send */
+  _Atomic uint64_t refused;
+  char pad2[SHM_LINE - 8];
 } shm_chan_ctrl_t;
 
 #define SHM_P2P_KEEP 4
@@ -136,6 +139,10 @@ typedef struct shm {
    * segment's transfers run on one thread at a time, as its calls do) */
   void* p2p_free[SHM_P2P_KEEP];
   int p2p_nfree;
+  /* [nranks]: the tail of this rank's ring to each peer as last read; a
+   * send reads the receiver's tail again only when that leaves too little
+   * room (shm_p2p.c) */
+  uint64_t* tail_seen;
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;

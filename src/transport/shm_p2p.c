@@ -82,7 +82,13 @@ static size_t shm_push2(shm_t* s, int peer, const void* buf, size_t n, const voi
   shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, peer);
   char* ring = shm_chan_data(s, s->rank, peer);
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
-  uint64_t tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+  /* the tail last read (acquired then) while it leaves room for it all:
+   * the receiver rewrites that line at every message it takes */
+  uint64_t tail = s->tail_seen[peer];
+  if (s->chan_bytes - (size_t)(head - tail) < n + m + pad) {
+    tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    s->tail_seen[peer] = tail;
+  }
   size_t space = s->chan_bytes - (size_t)(head - tail);
   size_t k = shm_ring_put(s, ring, head, space, buf, n);
   if (k == n && m > 0) k += shm_ring_put(s, ring, head + k, space - k, buf2, m);
