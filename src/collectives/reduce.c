@@ -29,10 +29,17 @@
  * 2 ranks: one reducer to 16 MiB"). The parts' bits do not depend on who
  * reduces.
  *
- * No single copy: on 2 ranks, where it is on, two reducers each reading
- * the other's part with process_vm_readv (the path until 2026-12-04, for
- * calls up to 16 MiB) took longer than one reducer reading the staged
- * slot (above); on more ranks it took 1.03-1.65x the staged time.
+ * Single copy (cma.h, cma_reduce_use): on 2 ranks, for calls of 128-512
+ * KiB, the rank that is not the root
+ * publishes its sendbuff's address at every chunk instead of staging it,
+ * and the root reads the chunk with process_vm_readv straight into
+ * recvbuff (into its scratch when recvbuff overlaps its sendbuff) and
+ * reduces its own sendbuff into it, in rank order as always. That rank
+ * then returns only once the root has read every chunk. Each rank decides
+ * for its own buffer (a qcclMemAlloc one is staged); the root follows
+ * what was published. Two reducers each reading the other's part single
+ * copy (until 2026-12-04) lost to one staged reducer, and on more ranks
+ * single copy took 1.03-1.65x the staged time.
  *
  * Plan: per chunk, wait for the slot (free), for every rank's stage
  * (staged), and at the root for every part (reduced).
@@ -42,6 +49,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/memcopy.h"
+#include "transport/cma.h"
 
 /* How many ranks reduce a call of bytes (see the top): one, the root, on 2
  * ranks up to REDUCE_ONE_MAX_BYTES; the cores, when there are more ranks
@@ -69,9 +77,31 @@ typedef struct {
   size_t off, chunks;
   size_t rot; /* where the chunk goes in the slots and results (shm_rot) */
   uint64_t g;
+  int publish;   /* the call may go single copy: the rank not the root publishes */
+  int cma;       /* this rank's sendbuff is read single copy, not staged */
+  shm_reg_t reg; /* what it publishes (id 0: staged) */
 } reduce_plan_t;
 
 enum { REDUCE_START, REDUCE_CHUNK, REDUCE_FREE, REDUCE_STAGED, REDUCE_REDUCED, REDUCE_END };
+
+/* At the root of a call that may go single copy (2 ranks, one reducer, the
+ * whole chunk its part): when the other rank published its sendbuff, reads
+ * the chunk from it into recvbuff, or into the scratch when recvbuff
+ * overlaps sendbuff, and points that rank's source there. */
+static qcclResult_t reduce_read_single(reduce_plan_t* t, shm_t* s, const void** srcs) {
+  const coll_args_t* a = &t->p.a;
+  int peer = 1 - s->rank;
+  uintptr_t at;
+  if (!shm_reg_peer_cma(s, peer, t->g, SHM_REG_IN, &at)) return qcclSuccess;
+  size_t es = t->es, n = a->count * es, off = t->off * es;
+  size_t m = (a->count - t->off < t->per_chunk ? a->count - t->off : t->per_chunk) * es;
+  const char *in = a->sendbuff, *out = a->recvbuff;
+  char* dst = (char*)a->recvbuff + off;
+  if (in < out + n && out < in + n) QCCL_CHECK(shm_scratch(s, &dst));
+  QCCL_CHECK(cma_read_from(s, peer, at + off, dst, m));
+  srcs[peer] = dst;
+  return qcclSuccess;
+}
 
 static qcclResult_t reduce_progress(plan_t* p) {
   reduce_plan_t* t = (reduce_plan_t*)p;
@@ -93,6 +123,11 @@ static qcclResult_t reduce_progress(plan_t* p) {
           return qcclSuccess;
         }
         nred = t->nred = reduce_reducers(s, w, a->count * es);
+        t->publish = nred == 1 && cma_reduce_use(s, w, a->count * es);
+        t->reg = (shm_reg_t){0, 0, -1};
+        shm_reg_t mapped;
+        t->cma = t->publish && r != root && !shm_reg_find(s, in, a->count * es, &mapped) &&
+                 cma_offer(s, in, a->count * es, 0, &t->reg);
         t->off = t->chunks = 0;
         p->phase = REDUCE_CHUNK;
         PLAN_FALLTHROUGH;
@@ -110,9 +145,14 @@ static qcclResult_t reduce_progress(plan_t* p) {
         PLAN_FALLTHROUGH;
       case REDUCE_FREE:
         PLAN_TEST(p, shm_test_chunk(s, t->g));
-        /* all but the own part, which only this rank reads */
-        memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
-        memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
+        /* always published when the call may go single copy (id 0:
+         * staged), so that the root never follows an older call's address */
+        if (t->publish && r != root) shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
+        if (!t->cma) {
+          /* all but the own part, which only this rank reads */
+          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
+          memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
+        }
         shm_post(s, 3 * t->g + 1);
         p->phase = REDUCE_STAGED;
         PLAN_FALLTHROUGH;
@@ -127,6 +167,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
         const void* srcs[w];
         for (int j = 0; j < w; j++)
           srcs[j] = j == r ? in + (t->off + lo) * es : shm_slot(s, j, t->g) + t->rot + lo * es;
+        if (t->publish) QCCL_CHECK(reduce_read_single(t, s, srcs));
         /* the root's own part straight into recvbuff (in place, it is
          * srcs[r] at the same offsets, which the kernel allows) */
         char* dst = r == root ? out + (t->off + lo) * es : shm_result(s, r, t->g) + t->rot;
@@ -158,7 +199,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
         /* only the root waits for every rank at the end: the others are
          * done once their parts are posted, their slots and result areas
          * being guarded by the next call's chunk test (MPI's eager reduce) */
-        if (r == root) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
+        if (r == root || t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
         return qcclSuccess;
       default:
         return QCCL_ERR(qcclInternalError, "reduce: phase %d", p->phase);

@@ -134,14 +134,15 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
         LOG_SHM,
         "rank %d: single copy (CMA) %s (%s), from %lld bytes per peer (AlltoAll, Scatter (up to "
         "%zu per block on 2 ranks); AllGather on %d ranks or fewer, up to %zu bytes per block; "
-        "Gather from %zu bytes per block, up to %zu on 2 ranks, up to %zu in all on more; sends "
+        "Gather from %zu bytes per block, up to %zu on 2 ranks, up to %zu in all on more; Reduce "
+        "on 2 ranks in calls of %zu-%zu bytes; sends "
         "larger than the "
         "%zu-byte ring, and exchanges%s); qcclMemAlloc "
         "buffers are read in place",
         s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, CMA_SCATTER_MAX2_BYTES,
         CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES, CMA_GATHER_MIN_BYTES,
-        CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL, s->chan_bytes,
-        shm_roomy(s) ? "" : " larger than the ring: this host is oversubscribed");
+        CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL, CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES,
+        s->chan_bytes, shm_roomy(s) ? "" : " larger than the ring: this host is oversubscribed");
   }
   free(all);
   return r;

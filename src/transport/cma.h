@@ -149,11 +149,23 @@ static inline int cma_gather_use(const shm_t* s, int nranks, size_t block) {
                     : block <= CMA_GATHER_MAX2_BYTES;
 }
 
-/* Reduce (reduce.c) has no single copy since 2026-12-04: on 2 ranks one
- * reducer reading the staged slot beat two reading each other's part with
- * process_vm_readv at 256 KiB-16 MiB (docs/PERF.md, "Reduce on 2 ranks:
- * one reducer to 16 MiB"), and on 4 ranks single copy took 1.03-1.65x the
- * staged time. */
+/* Reduce (reduce.c), on 2 ranks only, calls of CMA_REDUCE_MIN2_BYTES to
+ * CMA_REDUCE_MAX2_BYTES (and from CMA's threshold): the root, the one
+ * reducer there, reads the other rank's whole sendbuff with
+ * process_vm_readv straight into recvbuff and reduces its own into it,
+ * where staged the other rank copied it into its slot and the root read
+ * the lines that copy had just written (Open MPI's shape: a 256 KiB call
+ * took 16 us there against qccl's 24 staged; docs/PERF.md, "Reduce on 2
+ * ranks: the root reads single copy"). Two reducers each reading the
+ * other's part single copy lost to one staged reducer at 256 KiB-16 MiB,
+ * and on 4 ranks single copy took 1.03-1.65x the staged time ("Reduce on
+ * 2 ranks: one reducer to 16 MiB"). */
+#define CMA_REDUCE_MIN2_BYTES ((size_t)128 << 10)
+#define CMA_REDUCE_MAX2_BYTES ((size_t)512 << 10)
+static inline int cma_reduce_use(const shm_t* s, int nranks, size_t bytes) {
+  return nranks == 2 && cma_use(s, bytes) && bytes >= CMA_REDUCE_MIN2_BYTES &&
+         bytes <= CMA_REDUCE_MAX2_BYTES;
+}
 
 /* Sends and receives through the segment (shm_p2p.c): a message single copy
  * when it does not fit in the pair's ring with its header (and from CMA's

@@ -100,6 +100,19 @@ int main(int argc, char** argv) {
   int nbig = mr_large_cases(&t, COLL_ID, big);
   for (int i = 0; i < nbig; i++)
     run_case(&t, big[i].dt, big[i].op, MR_GEN_REDUCE, big[i].count, big[i].inplace, big[i].root);
+  /* on 2 ranks the root reads the other's sendbuff single copy from CMA's
+   * threshold to 512 KiB (reduce.c, where single copy is on: forced by
+   * mr_reduce_cma64k_w2): sizes inside that range and just below its top,
+   * each root, in place and out of place, a float and a narrow float */
+  if (W == 2) {
+    static const size_t single[] = {16411, 100003, 131069};
+    for (size_t i = 0; i < sizeof single / sizeof single[0]; i++)
+      for (int root = 0; root < 2; root++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+          run_case(&t, qcclFloat32, qcclSum, MR_GEN_REDUCE, single[i], inplace, root);
+          run_case(&t, qcclBfloat16, qcclMax, MR_GEN_REDUCE, single[i] * 2 + 1, inplace, root);
+        }
+  }
   /* on 2 ranks calls up to 16 MiB have one reducer (reduce.c): one just
    * above, where both reduce (single copy where it is on), each root, out
    * of place and in place */
