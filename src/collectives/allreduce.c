@@ -234,6 +234,8 @@ qcclResult_t node_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t**
   size_t es = dtype_size(a->datatype);
   if (node_allreduce_oneshot_fits(comm, a->count * es))
     return node_allreduce_oneshot_plan(comm, a, out);
+  if (node_allreduce_whole_fits(comm, a->count * es))
+    return node_allreduce_whole_plan(comm, a, out);
   QCCL_CHECK(plan_alloc(sizeof(ar_plan_t), &ar_ops, comm, a, out));
   ar_plan_t* t = (ar_plan_t*)*out;
   t->es = es;

@@ -28,6 +28,12 @@ qcclResult_t node_barrier_plan(qcclComm_t comm, const coll_args_t* a, plan_t** o
 int node_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes);
 qcclResult_t node_allreduce_oneshot_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
 
+/* A mid-size AllReduce on 2 ranks where each reads the other's whole input
+ * single copy (allreduce_whole.c), for the calls node_allreduce_whole_fits
+ * (the same on every rank). */
+int node_allreduce_whole_fits(qcclComm_t comm, size_t bytes);
+qcclResult_t node_allreduce_whole_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
+
 /* The test that ends a rooted call that ran chunks: every rank finished
  * the last one. The root of Reduce and Gather waits for it (it read every
  * part), and so does a rank whose buffer was read single copy (it must

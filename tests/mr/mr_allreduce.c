@@ -20,12 +20,18 @@
 
 #define COLL_ID 0
 
-static void run_case(mr_t* t, qcclDataType_t dt, qcclRedOp_t op, int kind, size_t n, int inplace) {
+/* inplace: 0 out of place, 1 in place, 2 in place on rank 0 only */
+static void run_case(mr_t* t, qcclDataType_t dt, qcclRedOp_t op, int kind, size_t n,
+                     int inplace_mode) {
   mr_case_t c;
   if (!mr_case_begin(t, &c, "allreduce %s %s n=%zu %s%s", mr_dt_name(dt), mr_op_name(op), n,
-                     inplace ? "inplace" : "outofplace", kind == MR_GEN_SPECIAL ? " special" : ""))
+                     inplace_mode == 2 ? "inplace-on-rank-0"
+                     : inplace_mode    ? "inplace"
+                                       : "outofplace",
+                     kind == MR_GEN_SPECIAL ? " special" : ""))
     return;
   const int W = t->nranks, rank = t->rank;
+  const int inplace = inplace_mode == 2 ? rank == 0 : inplace_mode;
   const size_t es = mr_dt_size(dt), bytes = n * es;
   const size_t mis = ((c.cseed >> 8) % 4) * es;
   const int null_bufs = n == 0 && (c.cseed & 1);
@@ -86,6 +92,18 @@ int main(int argc, char** argv) {
     qcclRedOp_t op = (qcclRedOp_t)(dt % (mr_dt_is_float((qcclDataType_t)dt) ? 5 : 4));
     size_t n = mr_rand_range(&st, 2, 70000);
     run_case(&t, (qcclDataType_t)dt, op, MR_GEN_REDUCE, n, dt & 1);
+  }
+  /* 2 ranks, 128-512 KiB: each rank reads the other's whole sendbuff
+   * single copy where that is on (allreduce_whole.c; forced by
+   * mr_allreduce_cma64k_w2): both ends of the range and inside it, in
+   * place, out of place, and in place on one rank only; bf16 just above */
+  if (t.nranks == 2) {
+    static const size_t whole[] = {32768, 100003, 131072};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+      for (int ip = 0; ip < 3; ip++) {
+        run_case(&t, qcclFloat32, qcclSum, MR_GEN_REDUCE, whole[i], ip);
+        run_case(&t, qcclBfloat16, (qcclRedOp_t)(ip + 1), MR_GEN_REDUCE, whole[i] * 2 + 1, ip);
+      }
   }
   mr_large_t big[2];
   int nbig = mr_large_cases(&t, COLL_ID, big);

@@ -15,6 +15,8 @@
  *     registered sendbuff in place and, for AllReduce, copy reduced parts
  *     from a registered recvbuff), the same counts and 2^21+5 (8 MiB: the
  *     large-call path with streaming handoffs), in place and out of place;
+ *   - on 2 ranks, AllReduce of 256 KiB in every pattern (each rank reads
+ *     the other's whole sendbuff: allreduce_whole.c);
  *   - a buffer freed after a call and a new one allocated (its memfd may
  *     reuse the number: peers must not read the old mapping);
  *   - bad arguments: NULL ptr, size 0, a pointer qcclMemAlloc did not
@@ -230,6 +232,15 @@ int main(int argc, char** argv) {
           case_allreduce(&t, sreg, rreg, rcounts[k], 1);
           case_reducescatter(&t, sreg, rreg, rcounts[k], 1);
         }
+      }
+  /* 2 ranks, 256 KiB: each rank reads the other's whole sendbuff, through
+   * its mapping or single copy, whichever that rank published
+   * (allreduce_whole.c, where single copy is on: mr_memalloc_cma64k_w2) */
+  if (t.nranks == 2)
+    for (int sreg = 0; sreg < 4; sreg++)
+      for (int rreg = 0; rreg < 4; rreg++) {
+        case_allreduce(&t, sreg, rreg, 65539, 0);
+        if (sreg == rreg) case_allreduce(&t, sreg, rreg, 65539, 1);
       }
   case_realloc(&t);
   case_badargs(&t);
