@@ -93,20 +93,24 @@
  * two-copy algorithms everywhere; qcclMemAlloc buffers are still read in
  * place), unless QCCL_CMA_MIN_BYTES is set, which wins.
  *
- * 1 MiB, not 256 KiB: at 256 KiB a 2-vCPU Intel Xeon guest, where single
- * copy took 0.37-0.80x the staged time in AlltoAll, SendRecv and 2-rank
- * AllGather from 256 KiB, read 0.47-0.57, and its inits chose either way
- * from one run to the next; at 1 MiB a standalone probe read 0.68-0.73
- * there and 0.32 on the AMD guest, and the Intel guest's inits 0.51-0.69
- * (2, 4 and 8 ranks, the slowest rank's). CMA_SPEED_MIN sat between the
- * two at 0.45 (docs/PERF.md, "A probe that tells the two machines apart").
- * Later, on a Xeon guest of the same kind, best of 10 read 0.39-0.70 over
- * 30 2-rank inits, 6 of them below 0.45: a run in five went staged, and
- * its 256 KiB exchange took 28 us against 10 single copy. Best of 30 reads
- * 0.43-0.72 over 80 inits (one below 0.45; 4 ranks 0.43-0.63), so 30 reads
- * and 0.40, still above the AMD guest's 0.27-0.34 (docs/PERF.md, "The
+ * 1 MiB, not 256 KiB, until 2026-12-04: at 256 KiB a 2-vCPU Intel Xeon
+ * guest, where single copy took 0.37-0.80x the staged time in AlltoAll,
+ * SendRecv and 2-rank AllGather from 256 KiB, read 0.47-0.57 (best of 10),
+ * and its inits chose either way from one run to the next; at 1 MiB a
+ * standalone probe read 0.68-0.73 there and 0.32 on the AMD guest, and the
+ * Intel guest's inits 0.51-0.69 (2, 4 and 8 ranks, the slowest rank's).
+ * CMA_SPEED_MIN sat between the two at 0.45 (docs/PERF.md, "A probe that
+ * tells the two machines apart"). Later, on a Xeon guest of the same kind,
+ * best of 10 at 1 MiB read 0.39-0.70 over 30 2-rank inits, 6 of them below
+ * 0.45: a run in five went staged, and its 256 KiB exchange took 28 us
+ * against 10 single copy. Best of 30 at 1 MiB read 0.43-0.72 over 80 inits,
+ * then, the machine having changed mode, 0.40-0.48 over 20, while single
+ * copy still won by 1.6-3x; best of 30 at 256 KiB (the two buffers well
+ * inside a 2 MiB L2) read 0.47-0.56 over 40 inits in that mode, 0.53-0.55
+ * at 4 and 8 ranks. So 256 KiB, best of 30 (~0.5 ms), and a floor of 0.40,
+ * still above the AMD guest's 0.28-0.34 at 256 KiB (docs/PERF.md, "The
  * probe's tail"). */
-#define CMA_SPEED_BYTES ((size_t)1 << 20)
+#define CMA_SPEED_BYTES ((size_t)256 << 10)
 #define CMA_SPEED_REPS 30
 #define CMA_SPEED_MIN 0.40
 
