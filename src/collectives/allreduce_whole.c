@@ -69,13 +69,11 @@ static qcclResult_t whole_progress(plan_t* p) {
   int r = comm->rank, peer = 1 - r;
   size_t n = a->count * dtype_size(a->datatype);
   switch (p->phase) {
-    case WHOLE_START: {
-      const char *in = a->sendbuff, *out = a->recvbuff;
-      t->overlap = in < out + n && out < in + n;
+    case WHOLE_START:
+      t->overlap = coll_overlap(a->sendbuff, n, a->recvbuff, n);
       t->g = shm_chunk_next(s);
       p->phase = WHOLE_FREE;
       PLAN_FALLTHROUGH;
-    }
     case WHOLE_FREE: {
       PLAN_TEST(p, shm_test_chunk(s, t->g));
       shm_reg_t reg = {0, 0, -1};

@@ -235,6 +235,13 @@ static inline void coll_stats_sent(qcclComm_t comm, int peer, size_t bytes) {
     st->coll[st->cur].bytesInter += bytes;
 }
 
+/* Whether the an bytes at a and the bn bytes at b share a byte. */
+static inline int coll_overlap(const void* a, size_t an, const void* b, size_t bn) {
+  const char* x = a;
+  const char* y = b;
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
 /* Counts bytes this rank wrote into its node's shared segment for the
  * others to read. */
 static inline void coll_stats_shm(qcclComm_t comm, size_t bytes) {

@@ -86,19 +86,17 @@ enum { REDUCE_START, REDUCE_CHUNK, REDUCE_FREE, REDUCE_STAGED, REDUCE_REDUCED, R
 
 /* At the root of a call that may go single copy (2 ranks, one reducer, the
  * whole chunk its part): when the other rank published its sendbuff, reads
- * the chunk from it into recvbuff, or into the scratch when recvbuff
+ * the chunk (m elements) from it into recvbuff, or into the scratch when recvbuff
  * overlaps sendbuff, and points that rank's source there. */
-static qcclResult_t reduce_read_single(reduce_plan_t* t, shm_t* s, const void** srcs) {
+static qcclResult_t reduce_read_single(reduce_plan_t* t, shm_t* s, size_t m, const void** srcs) {
   const coll_args_t* a = &t->p.a;
   int peer = 1 - s->rank;
   uintptr_t at;
   if (!shm_reg_peer_cma(s, peer, t->g, SHM_REG_IN, &at)) return qcclSuccess;
   size_t es = t->es, n = a->count * es, off = t->off * es;
-  size_t m = (a->count - t->off < t->per_chunk ? a->count - t->off : t->per_chunk) * es;
-  const char *in = a->sendbuff, *out = a->recvbuff;
   char* dst = (char*)a->recvbuff + off;
-  if (in < out + n && out < in + n) QCCL_CHECK(shm_scratch(s, &dst));
-  QCCL_CHECK(cma_read_from(s, peer, at + off, dst, m));
+  if (coll_overlap(a->sendbuff, n, a->recvbuff, n)) QCCL_CHECK(shm_scratch(s, &dst));
+  QCCL_CHECK(cma_read_from(s, peer, at + off, dst, m * es));
   srcs[peer] = dst;
   return qcclSuccess;
 }
@@ -167,7 +165,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
         const void* srcs[w];
         for (int j = 0; j < w; j++)
           srcs[j] = j == r ? in + (t->off + lo) * es : shm_slot(s, j, t->g) + t->rot + lo * es;
-        if (t->publish) QCCL_CHECK(reduce_read_single(t, s, srcs));
+        if (t->publish) QCCL_CHECK(reduce_read_single(t, s, m, srcs));
         /* the root's own part straight into recvbuff (in place, it is
          * srcs[r] at the same offsets, which the kernel allows) */
         char* dst = r == root ? out + (t->off + lo) * es : shm_result(s, r, t->g) + t->rot;

@@ -276,19 +276,13 @@ static qcclResult_t p2p_run_batch(const coll_args_t* ops, qcclComm_t* comms, int
   return r;
 }
 
-static int p2p_overlap(const void* a, size_t an, const void* b, size_t bn) {
-  const char* x = a;
-  const char* y = b;
-  return an > 0 && bn > 0 && x < y + bn && y < x + an;
-}
-
 /* Whether send i of the batch overlaps a receive of it. */
 static int p2p_aliased(const coll_args_t* ops, int n, int i) {
   if (ops[i].kind != COLL_SEND) return 0;
   size_t si = p2p_bytes(&ops[i]);
   for (int j = 0; j < n; j++)
     if (ops[j].kind == COLL_RECV &&
-        p2p_overlap(ops[i].sendbuff, si, ops[j].recvbuff, p2p_bytes(&ops[j])))
+        coll_overlap(ops[i].sendbuff, si, ops[j].recvbuff, p2p_bytes(&ops[j])))
       return 1;
   return 0;
 }
