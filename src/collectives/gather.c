@@ -15,8 +15,18 @@
  * root follows what each published. A rank that offered its buffer returns
  * only once all have posted the last chunk, so it outlives its reader.
  *
+ * Written by the others (cma.h, cma_gather_push_use: more than 2 ranks,
+ * larger calls; every rank decides alike from the size and the agreed
+ * threshold): the root publishes its recvbuff at every chunk, and every
+ * other rank, once the root has posted the first chunk, writes its whole
+ * block into it with process_vm_writev and then only keeps step. The
+ * writers copy at once, on every core, where the root reading copies
+ * every block alone. The root returns once every writer has posted, so
+ * its buffer outlives the writes; a writer is done once it has written.
+ *
  * Plan: per chunk every rank waits for its slot to be free; the root then
- * waits for each peer's piece in turn (k: the next peer to read).
+ * waits for each peer's piece in turn (k: the next peer to read); a writer
+ * waits for the root's first chunk.
  */
 #include "collectives/node.h"
 #include "core/dtype.h"
@@ -27,14 +37,14 @@ typedef struct {
   plan_t p;
   size_t bytes;
   /* the call's */
-  shm_reg_t reg;
-  int cma, k;
+  shm_reg_t reg, out_reg;
+  int cma, push, k;
   size_t off, chunks;
   size_t rot; /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
 } gather_plan_t;
 
-enum { GATHER_START, GATHER_CHUNK, GATHER_FREE, GATHER_READ, GATHER_END };
+enum { GATHER_START, GATHER_CHUNK, GATHER_FREE, GATHER_PUSH, GATHER_READ, GATHER_END };
 
 static qcclResult_t gather_progress(plan_t* p) {
   gather_plan_t* t = (gather_plan_t*)p;
@@ -53,9 +63,11 @@ static qcclResult_t gather_progress(plan_t* p) {
         /* always published (id 0: staged), so that the root never follows
          * an older call's address */
         shm_reg_t mapped;
-        t->reg = (shm_reg_t){0, 0, -1};
-        t->cma = r != root && cma_gather_use(s, w, bytes) && !shm_reg_find(s, in, bytes, &mapped) &&
-                 cma_offer(s, in, bytes, 0, &t->reg);
+        t->reg = t->out_reg = (shm_reg_t){0, 0, -1};
+        t->push = cma_gather_push_use(s, w, bytes);
+        if (t->push && r == root) cma_offer(s, out, bytes, 0, &t->out_reg);
+        t->cma = !t->push && r != root && cma_gather_use(s, w, bytes) &&
+                 !shm_reg_find(s, in, bytes, &mapped) && cma_offer(s, in, bytes, 0, &t->reg);
         t->off = t->chunks = 0;
         p->phase = GATHER_CHUNK;
         break;
@@ -73,6 +85,10 @@ static qcclResult_t gather_progress(plan_t* p) {
       case GATHER_FREE: {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
         size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+        if (r != root && t->push) {
+          p->phase = GATHER_PUSH;
+          break;
+        }
         if (r != root) {
           shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
           if (!t->cma) memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
@@ -84,16 +100,37 @@ static qcclResult_t gather_progress(plan_t* p) {
           if (p->yield) return qcclInProgress;
           break;
         }
+        shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
         shm_post(s, 3 * t->g + 1);
         t->k = 1;
         p->phase = GATHER_READ;
-        PLAN_FALLTHROUGH;
+        break;
+      }
+      case GATHER_PUSH: {
+        /* the whole block into the root's recvbuff at the first chunk,
+         * once the root has published it; later chunks only keep step */
+        if (t->off == 0) {
+          PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
+          uintptr_t at;
+          if (!shm_reg_peer_cma(s, root, t->g, SHM_REG_OUT, &at))
+            return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write",
+                            root);
+          QCCL_CHECK(cma_write_to(s, root, at + (uintptr_t)r * bytes, in, bytes));
+          coll_stats_shm(comm, bytes);
+        }
+        shm_post(s, 3 * t->g + 3);
+        t->off += s->chunk_bytes;
+        t->chunks++;
+        p->phase = GATHER_CHUNK;
+        if (p->yield) return qcclInProgress;
+        break;
       }
       case GATHER_READ: {
         size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
         for (; t->k < w; t->k++) {
           int j = (r + t->k) % w;
           PLAN_TEST(p, shm_test_rank(s, j, 3 * t->g + 1));
+          if (t->push) continue; /* j wrote its block before posting */
           uintptr_t at;
           if (shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
             /* single copy: the whole block at the first chunk */

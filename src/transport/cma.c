@@ -1,13 +1,15 @@
 /*
- * cma.c - single-copy reads from a peer's memory (see cma.h): the probe at
- * segment open, and the begin / read / end steps of a single-copy call.
+ * cma.c - single-copy reads from a peer's memory and writes into it (see
+ * cma.h): the probe at segment open, and the reads and writes of a
+ * single-copy call.
  *
- * process_vm_readv may copy less than asked (a fault in the middle of the
- * range, or more than the kernel moves in one call): cma_read loops until
- * every byte is there. ESRCH means the peer's process is gone (or a zombie
- * whose memory is already released): qcclRemoteError naming the rank. Any
- * failure while another rank has aborted the segment (a failing rank may
- * free its buffer under a reader) is that rank's failure: qcclRemoteError.
+ * process_vm_readv and process_vm_writev may copy less than asked (a fault
+ * in the middle of the range, or more than the kernel moves in one call):
+ * cma_copy and cma_put loop until every byte is there. ESRCH means the
+ * peer's process is gone (or a zombie whose memory is already released):
+ * qcclRemoteError naming the rank. Any failure while another rank has
+ * aborted the segment (a failing rank may free its buffer under a reader
+ * or writer) is that rank's failure: qcclRemoteError.
  */
 #include "transport/cma.h"
 
@@ -31,6 +33,21 @@ static int cma_copy(int pid, uintptr_t src, char* dst, size_t bytes) {
     if (n == 0) return EFAULT;
     dst += n;
     src += (uintptr_t)n;
+    bytes -= (size_t)n;
+  }
+  return 0;
+}
+
+/* Writes bytes from src to remote address dst of pid; 0 or an errno. */
+static int cma_put(int pid, const char* src, uintptr_t dst, size_t bytes) {
+  while (bytes > 0) {
+    struct iovec l = {(void*)src, bytes}, r = {(void*)dst, bytes};
+    ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EFAULT;
+    src += n;
+    dst += (uintptr_t)n;
     bytes -= (size_t)n;
   }
   return 0;
@@ -134,15 +151,17 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
         LOG_SHM,
         "rank %d: single copy (CMA) %s (%s), from %lld bytes per peer (AlltoAll, Scatter (up to "
         "%zu per block on 2 ranks); AllGather on %d ranks or fewer, up to %zu bytes per block; "
-        "Gather from %zu bytes per block, up to %zu on 2 ranks, up to %zu in all on more; Reduce "
+        "Gather from %zu bytes per block, up to %zu on 2 ranks, up to %zu in all on more, "
+        "where the others write into the root's buffer once they send %zu in all; Reduce "
         "on 2 ranks in calls of %zu-%zu bytes; sends "
         "larger than the "
         "%zu-byte ring, and exchanges%s); qcclMemAlloc "
         "buffers are read in place",
         s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, CMA_SCATTER_MAX2_BYTES,
         CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES, CMA_GATHER_MIN_BYTES,
-        CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL, CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES,
-        s->chan_bytes, shm_roomy(s) ? "" : " larger than the ring: this host is oversubscribed");
+        CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL, CMA_GATHER_PUSH_MIN_MOVED,
+        CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES, s->chan_bytes,
+        shm_roomy(s) ? "" : " larger than the ring: this host is oversubscribed");
   }
   free(all);
   return r;
@@ -156,19 +175,29 @@ int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg
   return 1;
 }
 
-qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t bytes) {
+/* The error of a failed single-copy transfer with peer: another rank's
+ * failure when the segment is aborted, the peer's death, else the errno. */
+static qcclResult_t cma_failed(shm_t* s, int peer, int e, const char* what, size_t bytes,
+                               uintptr_t at) {
   int pid = s->ctrl[peer].pid;
-  int e = cma_copy(pid, src, dst, bytes);
-  if (e == 0) return qcclSuccess;
   /* a rank that failed (saw a dead peer, say) sets the abort flag before
    * it returns and may then free the buffer under this read: EFAULT here
    * is its failure, not ours */
   qcclResult_t r = shm_check_peers(s, -1);
   if (r != qcclSuccess) return r;
   if (e == ESRCH)
-    return QCCL_ERR(qcclRemoteError, "rank %d (pid %d) died while rank %d read its buffer", peer,
+    return QCCL_ERR(qcclRemoteError, "rank %d (pid %d) died while rank %d used its buffer", peer,
                     pid, s->rank);
-  return QCCL_ERRNO(qcclSystemError, e,
-                    "rank %d: process_vm_readv of %zu bytes at %#lx from rank %d (pid %d)", s->rank,
-                    bytes, (unsigned long)src, peer, pid);
+  return QCCL_ERRNO(qcclSystemError, e, "rank %d: %s of %zu bytes at %#lx of rank %d (pid %d)",
+                    s->rank, what, bytes, (unsigned long)at, peer, pid);
+}
+
+qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t bytes) {
+  int e = cma_copy(s->ctrl[peer].pid, src, dst, bytes);
+  return e == 0 ? qcclSuccess : cma_failed(s, peer, e, "process_vm_readv", bytes, src);
+}
+
+qcclResult_t cma_write_to(shm_t* s, int peer, uintptr_t dst, const void* src, size_t bytes) {
+  int e = cma_put(s->ctrl[peer].pid, src, dst, bytes);
+  return e == 0 ? qcclSuccess : cma_failed(s, peer, e, "process_vm_writev", bytes, dst);
 }

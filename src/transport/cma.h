@@ -1,6 +1,7 @@
 /*
  * cma.h - single-copy transfers between the ranks of one host through
- * Linux cross-memory attach (process_vm_readv).
+ * Linux cross-memory attach (process_vm_readv, and process_vm_writev for
+ * Gather's writers).
  *
  * A large AllGather or AlltoAll through the shared segment copies every
  * byte twice (into a slot, out of it); with CMA a rank reads its peers'
@@ -159,6 +160,24 @@ static inline int cma_gather_use(const shm_t* s, int nranks, size_t block) {
                     : block <= CMA_GATHER_MAX2_BYTES;
 }
 
+/* Gather on more than 2 ranks (gather.c), blocks from CMA's threshold in
+ * calls where the other ranks send at least CMA_GATHER_PUSH_MIN_MOVED
+ * bytes in all: the root publishes its recvbuff and every other rank
+ * writes its block into it with process_vm_writev, the writers at once,
+ * where the root reading them (above) copies every block alone. On the
+ * 2-vCPU Xeon guest (7 interleaved rounds, -n 20 -w 5) 8 ranks took
+ * 0.50-0.60x the time of the root's reads (or of staging) at 512 KiB-2
+ * MiB, 0.60-0.62x at 4-16 MiB and 0.81x at 64 MiB; 4 ranks 0.80-0.87x at
+ * 1-4 MiB, 0.66-0.68x at 16 MiB (5 rounds) and 0.97x at 64 MiB, but 1.22-
+ * 1.24x at 512 KiB, where the root reads its three 128 KiB blocks in cache
+ * at 19 GB/s (docs/PERF.md, "Gather: the other ranks write"). The 64 MiB
+ * calls, above CMA_GATHER_MAX_TOTAL, were staged before. */
+#define CMA_GATHER_PUSH_MIN_MOVED ((size_t)448 << 10)
+static inline int cma_gather_push_use(const shm_t* s, int nranks, size_t block) {
+  return nranks > 2 && cma_use(s, block) &&
+         (size_t)(nranks - 1) * block >= CMA_GATHER_PUSH_MIN_MOVED;
+}
+
 /* Reduce (reduce.c), on 2 ranks only, calls of CMA_REDUCE_MIN2_BYTES to
  * CMA_REDUCE_MAX2_BYTES (and from CMA's threshold): the root, the one
  * reducer there, reads the other rank's whole sendbuff with
@@ -218,5 +237,10 @@ static inline int cma_p2p_paired_use(const shm_t* s, size_t bytes) {
 /* Reads bytes at address src of peer (published with cma_offer; the peer
  * posted the chunk's 3g+1) into dst with process_vm_readv. */
 qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t bytes);
+
+/* Writes bytes from src to address dst of peer (a buffer it published with
+ * cma_offer for this rank to fill; the peer posted the chunk's 3g+1) with
+ * process_vm_writev. */
+qcclResult_t cma_write_to(shm_t* s, int peer, uintptr_t dst, const void* src, size_t bytes);
 
 #endif /* QCCL_TRANSPORT_CMA_H_ */

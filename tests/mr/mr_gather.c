@@ -4,7 +4,8 @@
  *
  * Cases: every root x every dtype x in place (on the root, sendbuff ==
  * recvbuff + root * count) / out of place at counts {1, 1009}; count 0 for
- * every root; one random count per dtype; the large-count rotation of
+ * every root; one random count per dtype; 65537 f32 for every root and
+ * 262147 bf16 (the sizes single copy takes); the large-count rotation of
  * mr_util.h. Non-root ranks pass recvbuff NULL or a buffer that must stay
  * untouched. The root checks every block; sendbuffs stay unchanged;
  * nothing is written outside recvbuff; a second run gives the same bits.
@@ -80,6 +81,10 @@ int main(int argc, char** argv) {
     size_t n = mr_rand_range(&st, 2, 30000);
     run_case(&t, (qcclDataType_t)dt, n, dt & 1, (int)(st % (uint64_t)W));
   }
+  /* blocks of 256 KiB and more: on more than 2 ranks the others write them
+   * into the root's recvbuff (gather.c), on 2 the root reads them */
+  for (int root = 0; root < W; root++) run_case(&t, qcclFloat32, 65537, root & 1, root);
+  run_case(&t, qcclBfloat16, 262147, 0, W - 1);
   mr_large_t big[2];
   int nbig = mr_large_cases(&t, COLL_ID, big);
   for (int i = 0; i < nbig; i++) run_case(&t, big[i].dt, big[i].count, big[i].inplace, big[i].root);
