@@ -29,6 +29,13 @@
  * 2 ranks: one reducer to 16 MiB"). The parts' bits do not depend on who
  * reduces.
  *
+ * Halves: where the root is the one reducer and the call is staged, from
+ * REDUCE_HALVES_MIN_BYTES, the other rank posts each chunk's first half
+ * (3g+1) before it stages the second (3g+2), and the root reduces the
+ * first half while the second is on its way (as allreduce_oneshot.c): on
+ * the 2-vCPU Xeon guest 0.95-0.98x the time at 8-64 KiB, 0.95-0.99x at 1-16
+ * MiB (docs/PERF.md, "Reduce on 2 ranks in halves").
+ *
  * Single copy (cma.h, cma_reduce_use): on 2 ranks, for calls of 128-512
  * KiB, the rank that is not the root
  * publishes its sendbuff's address at every chunk instead of staging it,
@@ -60,6 +67,15 @@ static int reduce_reducers(const shm_t* s, int w, size_t bytes) {
   return w > s->ncores && w <= 2 * s->ncores ? s->ncores : w;
 }
 
+/* The smallest call staged and reduced in two halves where the root is
+ * the one reducer (see the top). */
+#define REDUCE_HALVES_MIN_BYTES ((size_t)8 << 10)
+
+/* The first half of a chunk of m elements of es bytes: whole lines. */
+static size_t reduce_half(size_t m, size_t es) {
+  return ((m * es / 2) & ~(size_t)63) / es;
+}
+
 /* The part of reducer v (0: the root) of nred; a rank that does not reduce
  * (v >= nred) has none and stages the whole chunk. */
 static void reduce_part(size_t m, int nred, int v, size_t* lo, size_t* hi) {
@@ -77,6 +93,8 @@ typedef struct {
   size_t off, chunks;
   size_t rot; /* where the chunk goes in the slots and results (shm_rot) */
   uint64_t g;
+  int halves;    /* 2 ranks, one reducer: the chunk staged and reduced in two halves */
+  int half;      /* at the root: the first half is reduced */
   int publish;   /* the call may go single copy: the rank not the root publishes */
   int cma;       /* this rank's sendbuff is read single copy, not staged */
   shm_reg_t reg; /* what it publishes (id 0: staged) */
@@ -122,6 +140,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
         }
         nred = t->nred = reduce_reducers(s, w, a->count * es);
         t->publish = nred == 1 && cma_reduce_use(s, w, a->count * es);
+        t->halves = nred == 1 && !t->publish && a->count * es >= REDUCE_HALVES_MIN_BYTES;
         t->reg = (shm_reg_t){0, 0, -1};
         shm_reg_t mapped;
         t->cma = t->publish && r != root && !shm_reg_find(s, in, a->count * es, &mapped) &&
@@ -146,7 +165,14 @@ static qcclResult_t reduce_progress(plan_t* p) {
         /* always published when the call may go single copy (id 0:
          * staged), so that the root never follows an older call's address */
         if (t->publish && r != root) shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
-        if (!t->cma) {
+        if (t->halves && v >= nred) {
+          /* the first half posted before the second is staged: the root
+           * reduces it meanwhile */
+          size_t h = reduce_half(m, es);
+          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, h * es);
+          shm_post(s, 3 * t->g + 1);
+          memcpy(shm_slot(s, r, t->g) + t->rot + h * es, in + (t->off + h) * es, (m - h) * es);
+        } else if (!t->cma) {
           /* all but the own part, which only this rank reads */
           memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
           memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
@@ -156,6 +182,28 @@ static qcclResult_t reduce_progress(plan_t* p) {
         PLAN_FALLTHROUGH;
       case REDUCE_STAGED: {
         if (v >= nred) { /* stages only */
+          coll_stats_shm(comm, m * es);
+          shm_post(s, 3 * t->g + 2);
+          p->phase = REDUCE_REDUCED;
+          break;
+        }
+        if (t->halves) {
+          /* the root, the one reducer of 2 ranks: each half once posted */
+          size_t h = reduce_half(m, es);
+          int peer = 1 - r;
+          const void* srcs[2];
+          if (!t->half) {
+            PLAN_TEST(p, shm_test_rank(s, peer, 3 * t->g + 1));
+            srcs[r] = in + t->off * es;
+            srcs[peer] = shm_slot(s, peer, t->g) + t->rot;
+            reduce_kernel(out + t->off * es, srcs, 2, h, a->datatype, a->op, 2);
+            t->half = 1;
+          }
+          PLAN_TEST(p, shm_test_rank(s, peer, 3 * t->g + 2));
+          srcs[r] = in + (t->off + h) * es;
+          srcs[peer] = shm_slot(s, peer, t->g) + t->rot + h * es;
+          reduce_kernel(out + (t->off + h) * es, srcs, 2, m - h, a->datatype, a->op, 2);
+          t->half = 0;
           coll_stats_shm(comm, m * es);
           shm_post(s, 3 * t->g + 2);
           p->phase = REDUCE_REDUCED;
