@@ -17,7 +17,13 @@
  * inner loops are simple enough for the compiler to vectorise, narrow
  * float conversions included (integer shifts and masks); the accumulator
  * stays in L1, so every byte of the sources is read once and every byte
- * of dst written once.
+ * of dst written once. Two sources (every reduction of 2 ranks) of a type
+ * that is its own accumulator (f32, f64, the integers) go in one pass
+ * instead, each element loaded, combined and stored at once: the same
+ * operations in the same order, without the accumulator's extra load and
+ * store per element. The narrow floats keep the blocks: one pass with
+ * both conversions in it took up to 1.7x the time (docs/PERF.md, "Two
+ * sources in one pass").
  */
 #ifndef QCCL_COLLECTIVES_REDUCE_KERNELS_IMPL_H_
 #define QCCL_COLLECTIVES_REDUCE_KERNELS_IMPL_H_
@@ -46,6 +52,23 @@ typedef void (*rk_fn_t)(void* dst, const void* const* s, int k, size_t n, int av
 #define RK_DEFINE(NAME, T, A, LOAD, STORE, COMBINE)                                  \
   static void NAME(void* dstv, const void* const* s, int k, size_t n, int avg_div) { \
     T* dst = (T*)dstv;                                                               \
+    if (k == 2 && sizeof(T) == sizeof(A)) {                                          \
+      const T* p0 = (const T*)s[0];                                                  \
+      const T* p1 = (const T*)s[1];                                                  \
+      if (avg_div > 1) {                                                             \
+        for (size_t i = 0; i < n; i++) {                                             \
+          A a = (A)LOAD(p0[i]), b = (A)LOAD(p1[i]);                                  \
+          a = (A)COMBINE(a, b);                                                      \
+          dst[i] = (T)STORE((A)(a / (A)avg_div));                                    \
+        }                                                                            \
+      } else {                                                                       \
+        for (size_t i = 0; i < n; i++) {                                             \
+          A a = (A)LOAD(p0[i]), b = (A)LOAD(p1[i]);                                  \
+          dst[i] = (T)STORE((A)COMBINE(a, b));                                       \
+        }                                                                            \
+      }                                                                              \
+      return;                                                                        \
+    }                                                                                \
     A acc[RK_BLOCK];                                                                 \
     for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {                                    \
       size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;                              \
