@@ -17,13 +17,17 @@
  * inner loops are simple enough for the compiler to vectorise, narrow
  * float conversions included (integer shifts and masks); the accumulator
  * stays in L1, so every byte of the sources is read once and every byte
- * of dst written once. Two sources (every reduction of 2 ranks) of a type
- * that is its own accumulator (f32, f64, the integers) go in one pass
- * instead, each element loaded, combined and stored at once: the same
- * operations in the same order, without the accumulator's extra load and
- * store per element. The narrow floats keep the blocks: one pass with
- * both conversions in it took up to 1.7x the time (docs/PERF.md, "Two
- * sources in one pass").
+ * of dst written once. Types that are their own accumulator (f32, f64,
+ * the integers) go faster: two sources (every reduction of 2 ranks) in one
+ * pass, each element loaded, combined and stored at once, three in one
+ * pass too, and more two per pass over the accumulator block
+ * (((s0 + s1) + s2) + s3 ...), the last pass storing into dst. The same
+ * operations in the same order, so the same bits
+ * (tests/unit/unit_reduce_isa.c checks them against an element-by-element
+ * loop), with fewer loads and stores of the accumulator: 2 ranks 0.64-0.97x
+ * the time, 4 ranks 0.49-0.88x (docs/PERF.md, "Fewer passes in the
+ * reduction kernels"). The narrow floats keep one pass per source: one
+ * pass with both conversions in it was not clearly faster.
  */
 #ifndef QCCL_COLLECTIVES_REDUCE_KERNELS_IMPL_H_
 #define QCCL_COLLECTIVES_REDUCE_KERNELS_IMPL_H_
@@ -49,42 +53,85 @@ typedef void (*rk_fn_t)(void* dst, const void* const* s, int k, size_t n, int av
 
 /* One kernel: element type T, accumulator A, widening LOAD, narrowing
  * STORE, combining COMBINE. */
-#define RK_DEFINE(NAME, T, A, LOAD, STORE, COMBINE)                                  \
-  static void NAME(void* dstv, const void* const* s, int k, size_t n, int avg_div) { \
-    T* dst = (T*)dstv;                                                               \
-    if (k == 2 && sizeof(T) == sizeof(A)) {                                          \
-      const T* p0 = (const T*)s[0];                                                  \
-      const T* p1 = (const T*)s[1];                                                  \
-      if (avg_div > 1) {                                                             \
-        for (size_t i = 0; i < n; i++) {                                             \
-          A a = (A)LOAD(p0[i]), b = (A)LOAD(p1[i]);                                  \
-          a = (A)COMBINE(a, b);                                                      \
-          dst[i] = (T)STORE((A)(a / (A)avg_div));                                    \
-        }                                                                            \
-      } else {                                                                       \
-        for (size_t i = 0; i < n; i++) {                                             \
-          A a = (A)LOAD(p0[i]), b = (A)LOAD(p1[i]);                                  \
-          dst[i] = (T)STORE((A)COMBINE(a, b));                                       \
-        }                                                                            \
-      }                                                                              \
-      return;                                                                        \
-    }                                                                                \
-    A acc[RK_BLOCK];                                                                 \
-    for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {                                    \
-      size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;                              \
-      const T* p0 = (const T*)s[0] + i0;                                             \
-      for (size_t i = 0; i < m; i++) acc[i] = (A)LOAD(p0[i]);                        \
-      for (int j = 1; j < k; j++) {                                                  \
-        const T* p = (const T*)s[j] + i0;                                            \
-        for (size_t i = 0; i < m; i++) {                                             \
-          A b = (A)LOAD(p[i]);                                                       \
-          acc[i] = (A)COMBINE(acc[i], b);                                            \
-        }                                                                            \
-      }                                                                              \
-      if (avg_div > 1)                                                               \
-        for (size_t i = 0; i < m; i++) acc[i] = (A)(acc[i] / (A)avg_div);            \
-      for (size_t i = 0; i < m; i++) dst[i0 + i] = (T)STORE(acc[i]);                 \
-    }                                                                                \
+#define RK_DEFINE(NAME, T, A, LOAD, STORE, COMBINE)                                         \
+  static void NAME(void* dstv, const void* const* s, int k, size_t n, int avg_div) {        \
+    T* dst = (T*)dstv;                                                                      \
+    if (k == 2 && sizeof(T) == sizeof(A)) {                                                 \
+      const T* p0 = (const T*)s[0];                                                         \
+      const T* p1 = (const T*)s[1];                                                         \
+      if (avg_div > 1) {                                                                    \
+        for (size_t i = 0; i < n; i++) {                                                    \
+          A a = (A)LOAD(p0[i]), b = (A)LOAD(p1[i]);                                         \
+          a = (A)COMBINE(a, b);                                                             \
+          dst[i] = (T)STORE((A)(a / (A)avg_div));                                           \
+        }                                                                                   \
+      } else {                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                    \
+          A a = (A)LOAD(p0[i]), b = (A)LOAD(p1[i]);                                         \
+          dst[i] = (T)STORE((A)COMBINE(a, b));                                              \
+        }                                                                                   \
+      }                                                                                     \
+      return;                                                                               \
+    }                                                                                       \
+    A acc[RK_BLOCK];                                                                        \
+    if (sizeof(T) == sizeof(A) && k >= 3) {                                                 \
+      /* two sources per pass: ((s0 + s1) + s2) + ... in the same order */                  \
+      for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {                                         \
+        size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;                                   \
+        const T* p0 = (const T*)s[0] + i0;                                                  \
+        const T* p1 = (const T*)s[1] + i0;                                                  \
+        T* d = dst + i0;                                                                    \
+        if (k == 3) {                                                                       \
+          const T* p2 = (const T*)s[2] + i0;                                                \
+          for (size_t i = 0; i < m; i++) {                                                  \
+            A a = (A)COMBINE((A)LOAD(p0[i]), (A)LOAD(p1[i]));                               \
+            a = (A)COMBINE(a, (A)LOAD(p2[i]));                                              \
+            d[i] = (T)STORE(avg_div > 1 ? (A)(a / (A)avg_div) : a);                         \
+          }                                                                                 \
+          continue;                                                                         \
+        }                                                                                   \
+        for (size_t i = 0; i < m; i++) acc[i] = (A)COMBINE((A)LOAD(p0[i]), (A)LOAD(p1[i])); \
+        int j = 2;                                                                          \
+        for (; k - j > 2; j += 2) {                                                         \
+          const T* pa = (const T*)s[j] + i0;                                                \
+          const T* pb = (const T*)s[j + 1] + i0;                                            \
+          for (size_t i = 0; i < m; i++) {                                                  \
+            A a = (A)COMBINE(acc[i], (A)LOAD(pa[i]));                                       \
+            acc[i] = (A)COMBINE(a, (A)LOAD(pb[i]));                                         \
+          }                                                                                 \
+        }                                                                                   \
+        const T* pa = (const T*)s[j] + i0;                                                  \
+        if (k - j == 2) {                                                                   \
+          const T* pb = (const T*)s[j + 1] + i0;                                            \
+          for (size_t i = 0; i < m; i++) {                                                  \
+            A a = (A)COMBINE(acc[i], (A)LOAD(pa[i]));                                       \
+            a = (A)COMBINE(a, (A)LOAD(pb[i]));                                              \
+            d[i] = (T)STORE(avg_div > 1 ? (A)(a / (A)avg_div) : a);                         \
+          }                                                                                 \
+        } else {                                                                            \
+          for (size_t i = 0; i < m; i++) {                                                  \
+            A a = (A)COMBINE(acc[i], (A)LOAD(pa[i]));                                       \
+            d[i] = (T)STORE(avg_div > 1 ? (A)(a / (A)avg_div) : a);                         \
+          }                                                                                 \
+        }                                                                                   \
+      }                                                                                     \
+      return;                                                                               \
+    }                                                                                       \
+    for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {                                           \
+      size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;                                     \
+      const T* p0 = (const T*)s[0] + i0;                                                    \
+      for (size_t i = 0; i < m; i++) acc[i] = (A)LOAD(p0[i]);                               \
+      for (int j = 1; j < k; j++) {                                                         \
+        const T* p = (const T*)s[j] + i0;                                                   \
+        for (size_t i = 0; i < m; i++) {                                                    \
+          A b = (A)LOAD(p[i]);                                                              \
+          acc[i] = (A)COMBINE(acc[i], b);                                                   \
+        }                                                                                   \
+      }                                                                                     \
+      if (avg_div > 1)                                                                      \
+        for (size_t i = 0; i < m; i++) acc[i] = (A)(acc[i] / (A)avg_div);                   \
+      for (size_t i = 0; i < m; i++) dst[i0 + i] = (T)STORE(acc[i]);                        \
+    }                                                                                       \
   }
 
 /* integers: sum and product wrap in the unsigned type, max / min compare
