@@ -17,17 +17,18 @@
  * inner loops are simple enough for the compiler to vectorise, narrow
  * float conversions included (integer shifts and masks); the accumulator
  * stays in L1, so every byte of the sources is read once and every byte
- * of dst written once. Types that are their own accumulator (f32, f64,
- * the integers) go faster: two sources (every reduction of 2 ranks) in one
- * pass, each element loaded, combined and stored at once, three in one
- * pass too, and more two per pass over the accumulator block
- * (((s0 + s1) + s2) + s3 ...), the last pass storing into dst. The same
- * operations in the same order, so the same bits
- * (tests/unit/unit_reduce_isa.c checks them against an element-by-element
- * loop), with fewer loads and stores of the accumulator: 2 ranks 0.64-0.97x
- * the time, 4 ranks 0.49-0.88x (docs/PERF.md, "Fewer passes in the
- * reduction kernels"). The narrow floats keep one pass per source: one
- * pass with both conversions in it was not clearly faster.
+ * of dst written once. Fewer passes over the block are faster: three or
+ * more sources go two per pass over the accumulator ((((s0 + s1) + s2) +
+ * s3) ...; three in one pass), the last pass narrowing into dst, and two
+ * sources (every reduction of 2 ranks) of a type that is its own
+ * accumulator (f32, f64, the integers) in one pass, each element loaded,
+ * combined and stored at once. The same operations in the same order, so
+ * the same bits (tests/unit/unit_reduce_isa.c checks them against an
+ * element-by-element loop), with fewer loads and stores of the
+ * accumulator: f32 on 2 ranks 0.64-0.97x the time, on 4 ranks 0.49-0.88x,
+ * bf16 on 4 ranks 0.54-0.91x. Two narrow-float sources keep the three
+ * passes: in one, 2-rank bf16 calls of 16 MiB took 1.2-1.5x the time
+ * (docs/PERF.md, "Fewer passes in the reduction kernels").
  */
 #ifndef QCCL_COLLECTIVES_REDUCE_KERNELS_IMPL_H_
 #define QCCL_COLLECTIVES_REDUCE_KERNELS_IMPL_H_
@@ -74,7 +75,7 @@ typedef void (*rk_fn_t)(void* dst, const void* const* s, int k, size_t n, int av
       return;                                                                               \
     }                                                                                       \
     A acc[RK_BLOCK];                                                                        \
-    if (sizeof(T) == sizeof(A) && k >= 3) {                                                 \
+    if (k >= 3) {                                                                           \
       /* two sources per pass: ((s0 + s1) + s2) + ... in the same order */                  \
       for (size_t i0 = 0; i0 < n; i0 += RK_BLOCK) {                                         \
         size_t m = n - i0 < RK_BLOCK ? n - i0 : RK_BLOCK;                                   \

@@ -3,8 +3,8 @@
  * against an element-by-element reference, and the AVX2 build against the
  * baseline build.
  *
- * Reference: for f32, f64 and int32 (types that are their own accumulator,
- * which take the one-pass and two-sources-per-pass loops), every op, 1..8
+ * Reference: for f32, f64, int32, bf16 and f16 (the narrow ones widened,
+ * combined in f32 and narrowed once), every op, 1..8
  * sources, every count below, each element combined in source order by a
  * plain loop here must come out bit for bit (NaN aside, as below), also
  * when dst is one of the sources (in place).
@@ -68,8 +68,8 @@ static size_t first_difference(const unsigned char* a, const unsigned char* b, s
   return n;
 }
 
-/* Element i of the in-order reduction of k sources of t (f32, f64, int32)
- * by op, into out (one element). */
+/* Element i of the in-order reduction of k sources of t (f32, f64, int32,
+ * bf16, f16) by op, into out (one element). */
 static void reference_at(const unsigned char* const* src, int k, size_t i, qcclDataType_t t,
                          qcclRedOp_t op, unsigned char* out) {
   if (t == qcclInt32) {
@@ -83,6 +83,21 @@ static void reference_at(const unsigned char* const* src, int k, size_t i, qcclD
       if (op == qcclMin) acc = acc < v ? acc : v;
     }
     memcpy(out, &acc, 4);
+    return;
+  }
+  if (t == qcclBfloat16 || t == qcclFloat16) {
+    /* widened exactly, combined in f32, narrowed once */
+    float acc, v;
+    convert_to_f32(&acc, src[0] + i * 2, 1, t);
+    for (int j = 1; j < k; j++) {
+      convert_to_f32(&v, src[j] + i * 2, 1, t);
+      if (op == qcclSum || op == qcclAvg) acc = acc + v;
+      if (op == qcclProd) acc = acc * v;
+      if (op == qcclMax) acc = (acc > v || acc != acc) ? acc : v;
+      if (op == qcclMin) acc = (acc < v || acc != acc) ? acc : v;
+    }
+    if (op == qcclAvg && k > 1) acc = acc / (float)k;
+    convert_from_f32(out, &acc, 1, t);
     return;
   }
 #define REF_FLOAT(T)                                              \
@@ -123,9 +138,10 @@ int main(int argc, char** argv) {
   unsigned char* b = malloc(NMAX * 8);
   int checked = 0, bad = 0;
   /* the reference, with each build there is, out of place and in place */
-  const qcclDataType_t ref_types[] = {qcclFloat32, qcclFloat64, qcclInt32};
+  const qcclDataType_t ref_types[] = {qcclFloat32, qcclFloat64, qcclInt32, qcclBfloat16,
+                                      qcclFloat16};
   for (int isa = 0; isa <= reduce_isa_avx2(); isa++)
-    for (size_t ti = 0; ti < 3; ti++) {
+    for (size_t ti = 0; ti < sizeof ref_types / sizeof ref_types[0]; ti++) {
       qcclDataType_t t = ref_types[ti];
       size_t es = dtype_size(t);
       for (int op = 0; op < qcclNumOps; op++) {
