@@ -146,6 +146,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
         t->cma = t->publish && r != root && !shm_reg_find(s, in, a->count * es, &mapped) &&
                  cma_offer(s, in, a->count * es, 0, &t->reg);
         t->off = t->chunks = 0;
+        t->half = 0;
         p->phase = REDUCE_CHUNK;
         PLAN_FALLTHROUGH;
       }
