@@ -46,6 +46,16 @@ typedef struct {
 
 enum { GATHER_START, GATHER_CHUNK, GATHER_FREE, GATHER_PUSH, GATHER_READ, GATHER_END };
 
+/* Ends chunk t->g (posts its last step) and moves to the next; 1 when the
+ * plan should yield here. */
+static int gather_chunk_done(plan_t* p, gather_plan_t* t, shm_t* s) {
+  shm_post(s, 3 * t->g + 3);
+  t->off += s->chunk_bytes;
+  t->chunks++;
+  p->phase = GATHER_CHUNK;
+  return p->yield;
+}
+
 static qcclResult_t gather_progress(plan_t* p) {
   gather_plan_t* t = (gather_plan_t*)p;
   qcclComm_t comm = p->comm;
@@ -93,11 +103,7 @@ static qcclResult_t gather_progress(plan_t* p) {
           shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
           if (!t->cma) memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
           coll_stats_shm(comm, m);
-          shm_post(s, 3 * t->g + 3);
-          t->off += s->chunk_bytes;
-          t->chunks++;
-          p->phase = GATHER_CHUNK;
-          if (p->yield) return qcclInProgress;
+          if (gather_chunk_done(p, t, s)) return qcclInProgress;
           break;
         }
         shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
@@ -118,11 +124,7 @@ static qcclResult_t gather_progress(plan_t* p) {
           QCCL_CHECK(cma_write_to(s, root, at + (uintptr_t)r * bytes, in, bytes));
           coll_stats_shm(comm, bytes);
         }
-        shm_post(s, 3 * t->g + 3);
-        t->off += s->chunk_bytes;
-        t->chunks++;
-        p->phase = GATHER_CHUNK;
-        if (p->yield) return qcclInProgress;
+        if (gather_chunk_done(p, t, s)) return qcclInProgress;
         break;
       }
       case GATHER_READ: {
@@ -140,11 +142,7 @@ static qcclResult_t gather_progress(plan_t* p) {
           copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + t->rot, m,
                    bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
         }
-        shm_post(s, 3 * t->g + 3);
-        t->off += s->chunk_bytes;
-        t->chunks++;
-        p->phase = GATHER_CHUNK;
-        if (p->yield) return qcclInProgress;
+        if (gather_chunk_done(p, t, s)) return qcclInProgress;
         break;
       }
       case GATHER_END:

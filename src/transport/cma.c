@@ -5,7 +5,7 @@
  *
  * process_vm_readv and process_vm_writev may copy less than asked (a fault
  * in the middle of the range, or more than the kernel moves in one call):
- * cma_copy and cma_put loop until every byte is there. ESRCH means the
+ * cma_move loops until every byte is there. ESRCH means the
  * peer's process is gone (or a zombie whose memory is already released):
  * qcclRemoteError naming the rank. Any failure while another rank has
  * aborted the segment (a failing rank may free its buffer under a reader
@@ -23,34 +23,26 @@
 #include "core/log.h"
 #include "core/socket.h"
 
-/* Reads bytes at remote address src of pid into dst; 0 or an errno. */
-static int cma_copy(int pid, uintptr_t src, char* dst, size_t bytes) {
+/* Moves bytes between local and remote address at of pid: reads them
+ * into local, or with write from local to at; 0 or an errno. */
+static int cma_move(int pid, char* local, uintptr_t at, size_t bytes, int write) {
   while (bytes > 0) {
-    struct iovec l = {dst, bytes}, r = {(void*)src, bytes};
-    ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    struct iovec l = {local, bytes}, r = {(void*)at, bytes};
+    ssize_t n =
+        write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
     if (n == 0) return EFAULT;
-    dst += n;
-    src += (uintptr_t)n;
+    local += n;
+    at += (uintptr_t)n;
     bytes -= (size_t)n;
   }
   return 0;
 }
 
-/* Writes bytes from src to remote address dst of pid; 0 or an errno. */
-static int cma_put(int pid, const char* src, uintptr_t dst, size_t bytes) {
-  while (bytes > 0) {
-    struct iovec l = {(void*)src, bytes}, r = {(void*)dst, bytes};
-    ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return EFAULT;
-    src += n;
-    dst += (uintptr_t)n;
-    bytes -= (size_t)n;
-  }
-  return 0;
+/* Reads bytes at remote address src of pid into dst; 0 or an errno. */
+static int cma_copy(int pid, uintptr_t src, char* dst, size_t bytes) {
+  return cma_move(pid, dst, src, bytes, 0);
 }
 
 /* The speed of process_vm_readv over memcpy's (cma.h, the speed probe):
@@ -198,6 +190,6 @@ qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t 
 }
 
 qcclResult_t cma_write_to(shm_t* s, int peer, uintptr_t dst, const void* src, size_t bytes) {
-  int e = cma_put(s->ctrl[peer].pid, src, dst, bytes);
+  int e = cma_move(s->ctrl[peer].pid, (char*)(uintptr_t)src, dst, bytes, 1);
   return e == 0 ? qcclSuccess : cma_failed(s, peer, e, "process_vm_writev", bytes, dst);
 }
