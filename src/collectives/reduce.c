@@ -173,12 +173,14 @@ static qcclResult_t reduce_progress(plan_t* p) {
           memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, h * es);
           shm_post(s, 3 * t->g + 1);
           memcpy(shm_slot(s, r, t->g) + t->rot + h * es, in + (t->off + h) * es, (m - h) * es);
-        } else if (!t->cma) {
+        } else {
           /* all but the own part, which only this rank reads */
-          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
-          memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
+          if (!t->cma) {
+            memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
+            memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
+          }
+          shm_post(s, 3 * t->g + 1);
         }
-        shm_post(s, 3 * t->g + 1);
         p->phase = REDUCE_STAGED;
         PLAN_FALLTHROUGH;
       case REDUCE_STAGED: {
