@@ -137,6 +137,8 @@ def rank_main(mode, steps, out):
         with open(out, "w") as f:
             json.dump({"mode": mode, "losses": losses, "times": times}, f)
     dist.barrier()
+    # gloo's threads may abort the process at interpreter exit otherwise
+    dist.destroy_process_group()
 
 
 def run_mode(mode, steps, py, qcclrun):

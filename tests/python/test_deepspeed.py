@@ -59,6 +59,10 @@ def train(backend):
     if dist.get_rank() == 0:
         print("RESULT " + json.dumps({"losses": losses, "norms": norms, "stats": stats}),
               flush=True)
+    # Without this gloo's worker threads can outlive the interpreter and
+    # abort the process at exit ("terminate called without an active
+    # exception", pytorch/pytorch#190489): seen once in CI on the gloo run.
+    dist.destroy_process_group()
 
 
 def launch(backend):
