@@ -333,7 +333,13 @@ qcclResult_t comm_init(qcclComm_t* comm, int nranks, const boot_id_t* id, int ra
   QCCL_CHECK(boot_init(id, rank, nranks, timeout, &boot));
   QCCL_CHECK(comm_build(boot, timeout, config, comm));
   comm_topo_init(*comm, bind_mode);
-  return qcclSuccess;
+  /* after the binding: the turn warms the cores the ranks stay on */
+  qcclResult_t r = comm_warm(*comm);
+  if (r != qcclSuccess) {
+    comm_free_parts(*comm, 1);
+    *comm = NULL;
+  }
+  return r;
 }
 
 static qcclResult_t comm_check_init_args(qcclComm_t* comm, int nranks, int rank) {
@@ -387,7 +393,14 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
     config = &inherit;
   }
   r = comm_build(nb, timeout, config, newcomm);
-  if (r == qcclSuccess) comm_topo_log(*newcomm);
+  if (r == qcclSuccess) {
+    comm_topo_log(*newcomm);
+    r = comm_warm(*newcomm);
+    if (r != qcclSuccess) {
+      comm_free_parts(*newcomm, 1);
+      *newcomm = NULL;
+    }
+  }
   return r == qcclSuccess ? r : comm_fail(comm, r);
 }
 
@@ -400,6 +413,11 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   config.commName = name;
   qcclComm_t l;
   QCCL_CHECK(comm_build(nb, c->timeout, &config, &l));
+  qcclResult_t r = comm_warm(l);
+  if (r != qcclSuccess) {
+    comm_free_parts(l, 1);
+    return r;
+  }
   l->nlanes = 1;
   l->top = c; /* its waits check c's abort */
   if (l->node) l->node->top = c;
@@ -409,6 +427,13 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   if (comm_aborted(c) || atomic_load(&c->peers_told)) comm_abort_segments(c);
   QCCL_INFO(LOG_COLL, "comm %s rank %d: lane %d made (collectives %d, %d+%d, ... run on it)",
             c->name, c->rank, k, k, k, c->nlanes);
+  /* making this lane (tens of ms: a segment mapped and populated) pushed
+   * the other lanes' places out of the cache: they take their turn again.
+   * The call making a lane runs alone (engine.c), so they are idle. */
+  for (int j = 0; j < COMM_MAX_LANES; j++) {
+    qcclComm_t o = comm_lane_at(c, j);
+    if (j != k && o != NULL) QCCL_CHECK(comm_warm(o));
+  }
   return qcclSuccess;
 }
 

@@ -18,4 +18,8 @@ qcclResult_t comm_new_root(double timeout, boot_id_t* id);
 qcclResult_t comm_init(qcclComm_t* comm, int nranks, const boot_id_t* id, int rank,
                        const qcclConfig_t* config);
 
+/* Runs a new communicator's (or lane's) first turn of small calls on its
+ * segment, where its ranks fit the cores (comm_warm.c). */
+qcclResult_t comm_warm(qcclComm_t c);
+
 #endif /* QCCL_COLLECTIVES_COMM_INIT_H_ */

@@ -1,0 +1,61 @@
+/*
+ * comm_warm.c - a new segment's first turn of small calls, run at init.
+ *
+ * Small calls stage in places that move through the first SHM_ROT_SPAN
+ * bytes of each slot (shm_rot, shm.h), and a place is slow the first time
+ * a call exchanges it, even after init has mapped it (shm_populate) and
+ * read it into the cache (shm_warm). On the 2-vCPU Xeon guest a fresh
+ * 2-rank AllReduce of 8 KiB took 2.2-2.6 us on lane 0 over its first 32
+ * calls and 1.8 after: lane 1, made by the second call (12-62 ms: a
+ * segment mapped and populated, its probe), had pushed lane 0's places
+ * out again, and reading them once more did not bring the speed back; a
+ * real exchange of each place did (docs/PERF.md, "A segment's first
+ * turn").
+ *
+ * So every segment a single-host communicator, split or lane makes runs
+ * one turn itself: two AllReduces of 4 KiB per place (one per half of the
+ * slot pair), on the segment's own plans below the entry points (counted
+ * in no statistics, no agreement: every rank runs the same turn, so the
+ * chunk numbers stay in step), about 50 us on 2 ranks; and making a lane
+ * runs the turn again on the lanes made before (comm_lane_make, while the
+ * call that makes it runs alone). Only where the ranks fit the cores:
+ * oversubscribed, a small call's time is the scheduler's, and the turn
+ * would cost milliseconds.
+ */
+#include <stdlib.h>
+
+#include "collectives/coll.h"
+#include "collectives/comm_init.h"
+#include "collectives/plan.h"
+#include "collectives/select.h"
+#include "core/log.h"
+
+#define WARM_BYTES 4096
+
+qcclResult_t comm_warm(qcclComm_t c) {
+  shm_t* s = c->shm;
+  if (s == NULL || c->nranks < 2 || !shm_roomy(s) || c->nnodes != 1) return qcclSuccess;
+  size_t span = s->chunk_bytes < SHM_ROT_SPAN ? s->chunk_bytes : SHM_ROT_SPAN;
+  /* two chunks (the slot's two halves) per place */
+  int calls = 2 * (int)(span / WARM_BYTES);
+  float* buf = calloc(2 * WARM_BYTES / sizeof(float), sizeof(float));
+  if (buf == NULL) return QCCL_ERR(qcclSystemError, "out of memory (warming the segment)");
+  coll_args_t a = {COLL_ALLREDUCE,
+                   buf,
+                   buf + WARM_BYTES / sizeof(float),
+                   WARM_BYTES / sizeof(float),
+                   qcclFloat32,
+                   qcclSum,
+                   -1};
+  qcclResult_t r = qcclSuccess;
+  /* counted nowhere, even if a call is open on the shared counters */
+  int cur = c->stats->cur;
+  c->stats->cur = -1;
+  for (int i = 0; i < calls && r == qcclSuccess; i++) r = plan_run(c, &a, select_plan, NULL);
+  c->stats->cur = cur;
+  free(buf);
+  if (r == qcclSuccess)
+    QCCL_TRACE(LOG_INIT, "comm %s rank %d: segment warmed (%d AllReduces of %d B)", c->name,
+               c->rank, calls, WARM_BYTES);
+  return r;
+}
