@@ -334,7 +334,7 @@ qcclResult_t comm_init(qcclComm_t* comm, int nranks, const boot_id_t* id, int ra
   QCCL_CHECK(comm_build(boot, timeout, config, comm));
   comm_topo_init(*comm, bind_mode);
   /* after the binding: the turn warms the cores the ranks stay on */
-  qcclResult_t r = comm_warm(*comm);
+  qcclResult_t r = comm_warm(*comm, 1);
   if (r != qcclSuccess) {
     comm_free_parts(*comm, 1);
     *comm = NULL;
@@ -395,7 +395,7 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
   r = comm_build(nb, timeout, config, newcomm);
   if (r == qcclSuccess) {
     comm_topo_log(*newcomm);
-    r = comm_warm(*newcomm);
+    r = comm_warm(*newcomm, 1);
     if (r != qcclSuccess) {
       comm_free_parts(*newcomm, 1);
       *newcomm = NULL;
@@ -413,15 +413,16 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   config.commName = name;
   qcclComm_t l;
   QCCL_CHECK(comm_build(nb, c->timeout, &config, &l));
-  qcclResult_t r = comm_warm(l);
-  if (r != qcclSuccess) {
-    comm_free_parts(l, 1);
-    return r;
-  }
   l->nlanes = 1;
   l->top = c; /* its waits check c's abort */
   if (l->node) l->node->top = c;
   if (l->rail) l->rail->top = c;
+  /* sends and receives run on lane 0 only: the places alone */
+  qcclResult_t r = comm_warm(l, 0);
+  if (r != qcclSuccess) {
+    comm_free_parts(l, 1);
+    return r;
+  }
   __atomic_store_n(&c->lane[k], l, __ATOMIC_RELEASE);
   /* c failed or was aborted while the lane was made: its waits must see it */
   if (comm_aborted(c) || atomic_load(&c->peers_told)) comm_abort_segments(c);
@@ -429,10 +430,12 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
             c->name, c->rank, k, k, k, c->nlanes);
   /* making this lane (tens of ms: a segment mapped and populated) pushed
    * the other lanes' places out of the cache: they take their turn again.
-   * The call making a lane runs alone (engine.c), so they are idle. */
+   * The call making a lane runs alone (engine.c), so no collective is on
+   * them; not their rings: a send that completed eagerly may still wait
+   * there for a receive the peer makes after this call. */
   for (int j = 0; j < COMM_MAX_LANES; j++) {
     qcclComm_t o = comm_lane_at(c, j);
-    if (j != k && o != NULL) QCCL_CHECK(comm_warm(o));
+    if (j != k && o != NULL) QCCL_CHECK(comm_warm(o, 0));
   }
   return qcclSuccess;
 }

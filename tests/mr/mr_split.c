@@ -12,7 +12,14 @@
  *   same      one color, equal keys: the order falls back to parent rank;
  *             made with a config (QCCL_CONFIG_INITIALIZER + commName);
  *   nested    a split of the parity sub-communicator (color = subrank / 2);
- *   destroy   sub-communicators destroyed; the parent still works.
+ *   destroy   sub-communicators destroyed; the parent still works;
+ *   fresh     a new split counts nothing before its first call (the turn
+ *             of small calls a new segment runs at init, comm_warm.c, is
+ *             not the user's), its first send / receive to the ring
+ *             neighbours gets the user's bytes (not the turn's), and three
+ *             AllReduces count three calls and three times the first one's
+ *             bytes, though the second makes lane 1 and runs the turn
+ *             again on lane 0.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +150,50 @@ int main(int argc, char** argv) {
     MR_OK(&c, qcclBarrier(t.comm, NULL));
     mr_case_end(&c);
   }
+  if (mr_case_begin(&t, &c, "split fresh")) {
+    qcclComm_t sub = NULL;
+    MR_OK(&c, qcclCommSplit(t.comm, 3, me, &sub, NULL));
+    qcclStats_t st = QCCL_STATS_INITIALIZER;
+    MR_OK(&c, qcclCommGetStats(sub, &st));
+    for (int i = 0; i < qcclStatNumColls; i++)
+      if (st.coll[i].calls || st.coll[i].bytesIntra || st.coll[i].bytesInter)
+        mr_case_fail(&c, "fresh split: slot %d counts %llu calls, %llu + %llu bytes", i,
+                     (unsigned long long)st.coll[i].calls,
+                     (unsigned long long)st.coll[i].bytesIntra,
+                     (unsigned long long)st.coll[i].bytesInter);
+    enum { NP = 1021 };
+    int32_t out[NP], in[NP];
+    int next = (me + 1) % W, prev = (me + W - 1) % W;
+    for (int i = 0; i < NP; i++) out[i] = (me + 1) * 100000 + i, in[i] = -1;
+    MR_OK(&c, qcclGroupStart());
+    MR_OK(&c, qcclSend(out, NP, qcclInt32, next, sub, NULL));
+    MR_OK(&c, qcclRecv(in, NP, qcclInt32, prev, sub, NULL));
+    MR_OK(&c, qcclGroupEnd());
+    for (int i = 0; i < NP; i++)
+      if (in[i] != (prev + 1) * 100000 + i) {
+        mr_case_fail(&c, "first receive element %d: %d, expected %d", i, in[i],
+                     (prev + 1) * 100000 + i);
+        break;
+      }
+    for (int r = 0; r < W; r++) members[r] = r;
+    uint64_t first = 0;
+    for (int k = 0; k < 3; k++) {
+      sub_allreduce(&c, sub, members, W, 4099, "fresh allreduce");
+      MR_OK(&c, qcclCommGetStats(sub, &st));
+      uint64_t b = st.coll[qcclStatAllReduce].bytesIntra + st.coll[qcclStatAllReduce].bytesInter;
+      if (k == 0) first = b;
+      if (st.coll[qcclStatAllReduce].calls != (uint64_t)k + 1 || b != first * (uint64_t)(k + 1))
+        mr_case_fail(&c, "after %d AllReduces: %llu calls, %llu bytes (the first: %llu)", k + 1,
+                     (unsigned long long)st.coll[qcclStatAllReduce].calls, (unsigned long long)b,
+                     (unsigned long long)first);
+    }
+    if (st.coll[qcclStatSendRecv].calls != 2)
+      mr_case_fail(&c, "the send and receive counted %llu calls",
+                   (unsigned long long)st.coll[qcclStatSendRecv].calls);
+    MR_OK(&c, qcclCommDestroy(sub));
+    mr_case_end(&c);
+  }
+
   if (parity) qcclCommDestroy(parity);
   free(members);
   return mr_finish(&t);
