@@ -431,11 +431,11 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   /* making this lane (tens of ms: a segment mapped and populated) pushed
    * the other lanes' places out of the cache: they take their turn again.
    * The call making a lane runs alone (engine.c), so no collective is on
-   * them; not their rings: a send that completed eagerly may still wait
-   * there for a receive the peer makes after this call. */
+   * them; lane 0's rings (sends run there) are touched, not used: a send
+   * that completed eagerly may still wait there for its receive. */
   for (int j = 0; j < COMM_MAX_LANES; j++) {
     qcclComm_t o = comm_lane_at(c, j);
-    if (j != k && o != NULL) QCCL_CHECK(comm_warm(o, 0));
+    if (j != k && o != NULL) QCCL_CHECK(comm_warm(o, j == 0));
   }
   return qcclSuccess;
 }

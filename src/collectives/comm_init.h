@@ -19,8 +19,8 @@ qcclResult_t comm_init(qcclComm_t* comm, int nranks, const boot_id_t* id, int ra
                        const qcclConfig_t* config);
 
 /* Runs a new communicator's (or lane's) first turn of small calls on its
- * segment, where its ranks fit the cores, and with rings also one wrap of
- * the send/recv rings to and from its neighbours (comm_warm.c). */
+ * segment, where its ranks fit the cores, and with rings also touches the
+ * send/recv rings to and from its neighbours (comm_warm.c). */
 qcclResult_t comm_warm(qcclComm_t c, int rings);
 
 #endif /* QCCL_COLLECTIVES_COMM_INIT_H_ */
