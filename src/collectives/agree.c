@@ -18,7 +18,8 @@
  * call and compared once the call has run: every shared-memory algorithm
  * waits at least once for every rank, so by then every rank has posted
  * its record and nothing extra is waited for (a store, and W cache lines
- * read at the end). Meanwhile the call's waits compare the records posted
+ * read at the end, which the call's waits prefetched as they saw each
+ * rank's step: shm_test_counter). Meanwhile the call's waits compare the records posted
  * so far (every ~20 ms), so ranks that disagree in a way that would stall
  * them (different counts, collectives, roots) fail promptly instead of at
  * the timeout; a call that ran to completion with a disagreement fails all
