@@ -5,7 +5,9 @@
  * packages, the nearest NIC of every GPU, the binding targets, the tie
  * rules of the NIC pick, the XML dump (written, read back, same picks), and
  * the errors for a missing, empty, malformed or unreadable topology file
- * (QCCL_TOPO_FILE and HWLOC_XMLFILE).
+ * (QCCL_TOPO_FILE and HWLOC_XMLFILE), and the host's core count that
+ * topo_host_query keeps per source: a new file, a file rewritten in place
+ * and the machine each give their own count, a bad file its error.
  *
  * usage: unit_topo_xml DATA_DIR
  */
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "topology/host.h"
 #include "topology/topo.h"
 
 #include "expect.h"
@@ -206,6 +209,64 @@ static void check_dump(const char* dir) {
   topo_free(t);
 }
 
+/* copies file src to dst (whole) */
+static void copy_file(const char* src, const char* dst) {
+  FILE* in = fopen(src, "rb");
+  FILE* out = fopen(dst, "wb");
+  if (!in || !out) {
+    perror("copy_file");
+    exit(1);
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n) exit(1);
+  fclose(in);
+  fclose(out);
+}
+
+static int host_pus(void) {
+  topo_host_t h;
+  err_clear();
+  if (topo_host_query(&h) != qcclSuccess) return -1;
+  return h.ncores;
+}
+
+/* The core count kept per source (host.c): each file, a file rewritten in
+ * place, and the machine give their own; a bad file is refused each time. */
+static void check_host_cache(const char* dir) {
+  char one[1024], four[1024], tmp[] = "/tmp/qccl-topo-hostXXXXXX";
+  snprintf(one, sizeof one, "%s/topo_1pu.xml", dir);
+  snprintf(four, sizeof four, "%s/topo_4numa.xml", dir);
+  topo_t* t = NULL;
+  EXPECT(topo_load_xml(four, &t) == qcclSuccess, "load %s", four);
+  int n4 = t ? t->npus : -1;
+  topo_free(t);
+  unsetenv("HWLOC_XMLFILE");
+  setenv("QCCL_TOPO_FILE", one, 1);
+  EXPECT(host_pus() == 1, "topo_1pu: %d PUs", host_pus());
+  setenv("QCCL_TOPO_FILE", four, 1);
+  EXPECT(n4 > 1 && host_pus() == n4, "topo_4numa: %d PUs, expected %d", host_pus(), n4);
+  int fd = mkstemp(tmp);
+  if (fd < 0) exit(1);
+  close(fd);
+  copy_file(one, tmp);
+  setenv("QCCL_TOPO_FILE", tmp, 1);
+  EXPECT(host_pus() == 1, "a copy of topo_1pu: %d PUs", host_pus());
+  EXPECT(host_pus() == 1, "the same again: %d PUs", host_pus());
+  copy_file(four, tmp); /* rewritten in place: another size */
+  EXPECT(host_pus() == n4, "rewritten as topo_4numa: %d PUs, expected %d", host_pus(), n4);
+  unlink(tmp);
+  EXPECT(host_pus() == -1 && strstr(err_last(), tmp) != NULL, "removed: %d (%s)", host_pus(),
+         err_last());
+  unsetenv("QCCL_TOPO_FILE");
+  t = NULL;
+  EXPECT(topo_load(&t) == qcclSuccess, "this machine: %s", err_last());
+  int nm = t ? t->npus : -1;
+  topo_free(t);
+  EXPECT(host_pus() == nm, "this machine: %d PUs, hwloc says %d", host_pus(), nm);
+}
+
 static void print_all(const topo_t* t) {
   char line[512];
   topo_format_summary(t, line, sizeof line);
@@ -244,6 +305,7 @@ int main(int argc, char** argv) {
   check_pick_rules();
   check_errors(dir);
   check_dump(dir);
+  check_host_cache(dir);
   /* this machine loads, and is this system */
   topo_t* t = NULL;
   EXPECT(topo_load(&t) == qcclSuccess, "this machine: %s", err_last());
