@@ -19,14 +19,14 @@
  * waits at least once for every rank, so by then every rank has posted
  * its record and nothing extra is waited for (a store, and W cache lines
  * read at the end, which the call's waits prefetched as they saw each
- * rank's step: shm_test_counter). Meanwhile the call's waits compare the records posted
- * so far (every ~20 ms), so ranks that disagree in a way that would stall
- * them (different counts, collectives, roots) fail promptly instead of at
- * the timeout; a call that ran to completion with a disagreement fails all
- * the same, on every rank, and its output is not to be used. ZeRO++ calls,
- * and communicators across hosts, compare before any data moves (one more
- * synchronization of the node's ranks: small beside a call over the
- * network). Across hosts the check covers the ranks of each host (the
+ * rank's step: shm_test_counter). Meanwhile the call's waits compare the
+ * records posted so far (every ~20 ms), so ranks that disagree in a way
+ * that would stall them (different counts, collectives, roots) fail
+ * promptly instead of at the timeout; a call that ran to completion with
+ * a disagreement fails all the same, on every rank, and its output is not
+ * to be used. ZeRO++ calls, and communicators across hosts, compare
+ * before any data moves (one more synchronization of the node's ranks:
+ * small beside a call over the network). Across hosts the check covers the ranks of each host (the
  * node's segment); ranks of different hosts are not compared.
  * Send and receive are not checked (their matching is checked by size).
  *

@@ -68,7 +68,7 @@ static qcclResult_t warm_slots(qcclComm_t c, float* buf) {
 static void warm_rings(qcclComm_t c) {
   shm_t* s = c->shm;
   int w = c->nranks, r = c->rank, nb[2] = {(r + 1) % w, (r + w - 1) % w};
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < (w > 2 ? 2 : 1); k++) { /* on 2 ranks both are one peer */
     char* out = shm_chan_data(s, r, nb[k]);
     const char* in = shm_chan_data(s, nb[k], r);
     for (size_t o = 0; o < s->chan_bytes; o += SHM_LINE) {

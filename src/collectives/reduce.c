@@ -206,7 +206,8 @@ static qcclResult_t reduce_progress(plan_t* p) {
           srcs[r] = in + (t->off + h) * es;
           srcs[peer] = shm_slot(s, peer, t->g) + t->rot + h * es;
           reduce_kernel(out + (t->off + h) * es, srcs, 2, m - h, a->datatype, a->op, 2);
-          t->half = 0; /* staged nothing for the others: no bytes to count */
+          /* no coll_stats_shm here: the root staged nothing for the others */
+          t->half = 0;
           shm_post(s, 3 * t->g + 2);
           p->phase = REDUCE_REDUCED;
           break;
