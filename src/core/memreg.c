@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,19 @@ static pthread_mutex_t memreg_mu = PTHREAD_MUTEX_INITIALIZER;
 static memreg_region_t* memreg_list;
 static size_t memreg_n, memreg_cap;
 static uint64_t memreg_next_id = 1;
+/* memreg_n, stored under the lock and read without it: a process that
+ * never called qcclMemAlloc (plain buffers, the common case) looks for its
+ * buffers at every call of every collective, and the lock's atomic waits
+ * there for the call's stores to the segment to leave the store buffer
+ * (7% of a 2-rank 4 KiB AllGather, docs/PERF.md "plain buffers' lock").
+ * A buffer the user got from qcclMemAlloc reached the calling thread after
+ * the store that counted it, so it is never missed. */
+static atomic_size_t memreg_live;
 
 int memreg_find(const void* p, size_t len, memreg_region_t* out) {
   const char* c = p;
   int found = 0;
+  if (atomic_load_explicit(&memreg_live, memory_order_acquire) == 0) return 0;
   pthread_mutex_lock(&memreg_mu);
   for (size_t i = 0; i < memreg_n && !found; i++) {
     const memreg_region_t* r = &memreg_list[i];
@@ -100,6 +110,7 @@ qcclResult_t qcclMemAlloc(void** ptr, size_t size) {
     memreg_cap = cap;
   }
   memreg_list[memreg_n++] = (memreg_region_t){p, bytes, fd, memreg_next_id++};
+  atomic_store_explicit(&memreg_live, memreg_n, memory_order_release);
   pthread_mutex_unlock(&memreg_mu);
   *ptr = p;
   return qcclSuccess;
@@ -115,6 +126,7 @@ qcclResult_t qcclMemFree(void* ptr) {
     if (memreg_list[i].base == ptr) {
       r = memreg_list[i];
       memreg_list[i] = memreg_list[--memreg_n];
+      atomic_store_explicit(&memreg_live, memreg_n, memory_order_release);
       found = 1;
       break;
     }
