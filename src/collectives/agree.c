@@ -180,9 +180,16 @@ typedef struct {
   shm_t* s;     /* the node's segment, NULL: nothing to compare */
   uint64_t c;   /* the call's number on the communicator */
   int after;    /* the records are compared after the call */
+  int wait_all; /* AG_AFTER waits for every record (to name a difference) */
+  /* AG_PREV: 1 + the number of the earlier call compared first (0: none),
+   * this call's record, posted once that is done, and the phase after it
+   * (settle: none, coll_agree_settle) */
+  uint64_t prev;
+  uint64_t rec[COLL_AGREE_WORDS];
+  int begin, settle;
 } agree_plan_t;
 
-enum { AG_BEFORE, AG_CALL, AG_AFTER };
+enum { AG_PREV, AG_BEFORE, AG_CALL, AG_AFTER };
 
 /* Posts the call's record (rec) and numbers the call; *s the segment
  * whose records are compared (NULL: none), *after 1 when they are
@@ -223,7 +230,9 @@ static qcclResult_t agree_post(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WO
    * numbered from COLL_NUM_KINDS: it runs plain calls inside): compared
    * before any data moves. */
   *after = comm->node == NULL && (int)(rec[0] & 0xff) < (int)COLL_NUM_KINDS;
-  shm_check_publish(*s, *c, rec, *after);
+  /* an earlier call's records still to compare: this one's is posted once
+   * they are (AG_PREV), as it takes their place two calls on */
+  if (comm->check_pending == 0) shm_check_publish(*s, *c, rec, *after);
   return qcclSuccess;
 }
 
@@ -253,6 +262,13 @@ static qcclResult_t agree_wait_failed(qcclComm_t comm, shm_t* s, qcclResult_t w)
 static qcclResult_t agree_progress(plan_t* p) {
   agree_plan_t* g = (agree_plan_t*)p;
   switch (p->phase) {
+    case AG_PREV:
+      PLAN_TEST(p, agree_test(p->comm, g->s, g->prev - 1));
+      p->comm->check_pending = 0;
+      if (g->settle) return qcclSuccess;
+      shm_check_publish(g->s, g->c, g->rec, g->after);
+      p->phase = g->begin;
+      return agree_progress(p);
     case AG_BEFORE:
       if (g->s != NULL) {
         PLAN_TEST(p, agree_test(p->comm, g->s, g->c));
@@ -264,11 +280,37 @@ static qcclResult_t agree_progress(plan_t* p) {
       if (g->s == NULL || !g->after) return qcclSuccess;
       p->phase = AG_AFTER;
       PLAN_FALLTHROUGH;
-    case AG_AFTER:
-      return agree_test(p->comm, g->s, g->c);
+    case AG_AFTER: {
+      qcclResult_t r = agree_test(p->comm, g->s, g->c);
+      if (r != qcclInProgress || g->wait_all) return r;
+      /* a rank that ran its part without waiting for every peer (an eager
+       * root, a Gather's sender): the peers that have not posted yet are
+       * still in an earlier call, and waiting for them here would tie
+       * every call to the slowest rank's start. Their records are compared
+       * as this rank's next call begins (AG_PREV), or at qcclCommFinalize;
+       * a disagreement fails that call, naming this one's arguments. */
+      p->comm->check_pending = g->c + 1;
+      return qcclSuccess;
+    }
     default:
       return QCCL_ERR(qcclInternalError, "agreement: phase %d", p->phase);
   }
+}
+
+/* A failure of comm's call may come from a disagreement in an earlier
+ * call on another lane whose comparison was left for later (AG_AFTER): the
+ * peers that found it aborted every lane. Compares what those lanes'
+ * peers posted (a failing call: no other call of this rank moves them);
+ * qcclInvalidUsage naming the difference, or qcclSuccess. */
+static qcclResult_t agree_lanes_pending(qcclComm_t comm) {
+  for (int k = 0; k < COMM_MAX_LANES; k++) {
+    qcclComm_t l = comm_lane_at(comm->top, k);
+    shm_t* ls = l != NULL && l != comm && l->check_pending != 0 ? agree_shm(l) : NULL;
+    if (ls == NULL || l->check_recs == NULL || !shm_check_peek(ls, l->check_recs)) continue;
+    qcclResult_t v = agree_verify(l, ls, l->check_recs);
+    if (v != qcclSuccess) return v;
+  }
+  return qcclSuccess;
 }
 
 /* What a failure r of the plan (from a step or from a slow check) tells
@@ -276,6 +318,7 @@ static qcclResult_t agree_progress(plan_t* p) {
 static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
   qcclComm_t comm = g->p.comm;
   switch (g->p.phase) {
+    case AG_PREV:   /* the same, for the earlier call's records */
     case AG_BEFORE: /* a disagreement named, or the wait for the records failed */
       return r == qcclInvalidUsage ? r : agree_wait_failed(comm, g->s, r);
     case AG_CALL:
@@ -285,6 +328,7 @@ static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
         /* the call's waits saw a peer post another record: compare them
          * all, to name what differs */
         g->p.phase = AG_AFTER;
+        g->wait_all = 1;
         qcclResult_t v = plan_drive(&g->p);
         return v == qcclInvalidUsage ? v : r;
       }
@@ -295,6 +339,7 @@ static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
         qcclResult_t v = agree_verify(comm, g->s, comm->check_recs);
         if (v != qcclSuccess) return v;
       }
+      if (agree_lanes_pending(comm) != qcclSuccess) return qcclInvalidUsage;
       return r;
     default: /* AG_AFTER */
       return r == qcclInvalidUsage ? r : comm_fail(comm, r);
@@ -335,9 +380,30 @@ qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS
   g.p.comm = comm;
   g.call = call;
   QCCL_CHECK(agree_post(comm, rec, &g.s, &g.c, &g.after));
-  g.p.phase = g.after ? AG_CALL : AG_BEFORE;
+  g.begin = g.after ? AG_CALL : AG_BEFORE;
+  g.prev = g.s != NULL ? comm->check_pending : 0;
+  memcpy(g.rec, rec, sizeof g.rec);
+  g.p.phase = g.prev != 0 ? AG_PREV : g.begin;
   qcclResult_t r = plan_drive(&g.p);
   return r == qcclSuccess ? r : agree_failed(&g, r);
+}
+
+qcclResult_t coll_agree_settle(qcclComm_t c) {
+  for (int k = 0; k < COMM_MAX_LANES; k++) {
+    qcclComm_t l = comm_lane_at(c, k);
+    if (l == NULL || l->check_pending == 0 || agree_shm(l) == NULL) continue;
+    agree_plan_t g;
+    memset(&g, 0, sizeof g);
+    g.p.ops = &agree_ops;
+    g.p.comm = l;
+    g.s = agree_shm(l);
+    g.prev = l->check_pending;
+    g.settle = 1;
+    g.p.phase = AG_PREV;
+    qcclResult_t r = plan_drive(&g.p);
+    if (r != qcclSuccess) return agree_failed(&g, r);
+  }
+  return qcclSuccess;
 }
 
 qcclResult_t coll_agree_init(qcclComm_t comm) {

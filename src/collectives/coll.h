@@ -146,7 +146,10 @@ struct qcclComm {
   _Atomic int peers_told; /* comm_tell_peers ran */
   _Atomic int tell_asked; /* a call found the comm failed (engine_tell_peers) */
   uint64_t check_calls;   /* user's collectives checked so far */
-  uint64_t* check_recs;   /* the node's records of the call being checked */
+  /* 1 + the number of the last call whose records were not all posted
+   * when it ended (an eager one), compared at the next call; 0: none */
+  uint64_t check_pending;
+  uint64_t* check_recs; /* the node's records of the call being checked */
   /* across hosts: the last calls' records (call number + 1, record) and
    * the call on the wire, for the report of a failed call (agree.c) */
   uint64_t check_hist[8][4];
@@ -195,6 +198,11 @@ qcclResult_t coll_lanes_control_seen(qcclComm_t comm);
  * User sends and receives carry COLL_WIRE_P2P; collectives never do. */
 #define COLL_WIRE_P2P ((uint64_t)1 << 38) /* = UCX_CALL_P2P */
 void coll_wire_call(qcclComm_t comm, uint64_t call);
+
+/* Compares the records of a call whose comparison was left to the next
+ * call (an eager one: agree.c) on every lane of the user's communicator c,
+ * waiting for them (qcclCommFinalize). */
+qcclResult_t coll_agree_settle(qcclComm_t c);
 
 /* Reads QCCL_CHECK and sizes the check's buffers, once c is connected. */
 qcclResult_t coll_agree_init(qcclComm_t c);

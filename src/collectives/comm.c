@@ -494,6 +494,8 @@ qcclResult_t qcclCommFinalize(qcclComm_t comm) {
   QCCL_CHECK(check_comm("qcclCommFinalize", comm));
   engine_comm_drain(comm); /* the calls queued on streams */
   comm->finalized = 1;
+  /* an eager last call's agreement (agree.c) */
+  QCCL_CHECK(coll_agree_settle(comm));
   return comm->async_error;
 }
 
