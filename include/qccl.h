@@ -190,8 +190,11 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
                            qcclConfig_t* config);
 
 /* Waits until every call of comm queued on host streams has completed
- * (or failed), then returns comm's asynchronous error. Calls after it other
- * than qcclCommDestroy and the query functions are refused. */
+ * (or failed), compares the ranks' records of a last call that ended
+ * before the others had posted theirs (QCCL_CHECK: an eager root's;
+ * qcclInvalidUsage if they disagree), then returns comm's asynchronous
+ * error. Calls after it other than qcclCommDestroy and the query functions
+ * are refused. */
 qcclResult_t qcclCommFinalize(qcclComm_t comm);
 
 /* Waits until every call of comm queued on host streams has completed (each
