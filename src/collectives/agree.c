@@ -302,22 +302,6 @@ static qcclResult_t agree_progress(plan_t* p) {
   }
 }
 
-/* A failure of comm's call may come from a disagreement in an earlier
- * call on another lane whose comparison was left for later (AG_AFTER): the
- * peers that found it aborted every lane. Compares what those lanes'
- * peers posted (a failing call: no other call of this rank moves them);
- * qcclInvalidUsage naming the difference, or qcclSuccess. */
-static qcclResult_t agree_lanes_pending(qcclComm_t comm) {
-  for (int k = 0; k < COMM_MAX_LANES; k++) {
-    qcclComm_t l = comm_lane_at(comm->top, k);
-    shm_t* ls = l != NULL && l != comm && l->check_pending != 0 ? agree_shm(l) : NULL;
-    if (ls == NULL || l->check_recs == NULL || !shm_check_peek(ls, l->check_recs)) continue;
-    qcclResult_t v = agree_verify(l, ls, l->check_recs);
-    if (v != qcclSuccess) return v;
-  }
-  return qcclSuccess;
-}
-
 /* What a failure r of the plan (from a step or from a slow check) tells
  * the user, by the phase it came in. */
 static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
@@ -344,7 +328,6 @@ static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
         qcclResult_t v = agree_verify(comm, g->s, comm->check_recs);
         if (v != qcclSuccess) return v;
       }
-      if (agree_lanes_pending(comm) != qcclSuccess) return qcclInvalidUsage;
       return r;
     default: /* AG_AFTER */
       return r == qcclInvalidUsage ? r : comm_fail(comm, r);

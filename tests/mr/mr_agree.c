@@ -12,10 +12,10 @@
  *
  * A rooted call may end on a rank before the others have posted their
  * records (an eager Broadcast's root, a reader of the root it believes
- * in): that rank's call may return success, and then its next call must
- * fail as above: the next collective (on the other lane: the peers that
- * found the disagreement aborted every lane), or for Broadcast on even
- * ranks qcclCommFinalize (which compares what is left).
+ * in): that rank's call may return success; then (odd ranks) its next
+ * call, which runs on the other lane, must fail, and qcclCommFinalize
+ * (which compares what is left) must return qcclInvalidUsage naming the
+ * argument.
  *
  *   --off   run with QCCL_CHECK=0: a disagreement on the op (which cannot
  *           hang) is then not noticed, and the call returns success.
@@ -139,10 +139,15 @@ int main(int argc, char** argv) {
     const char* msg = qcclGetLastError(sub);
     int deferred = 0;
     if (r == qcclSuccess && !off && (d == D_ROOT || d == D_BCAST_ROOT)) {
-      /* this rank's part did not wait for every peer: told next */
+      /* this rank's part did not wait for every peer: its next call fails
+       * (on the other lane with the peers' failure), and Finalize names
+       * the disagreement */
       deferred = 1;
-      r = d == D_ROOT || t.rank % 2 ? qcclAllReduce(in, out, 8, qcclFloat32, qcclSum, sub, NULL)
-                                    : qcclCommFinalize(sub);
+      if (t.rank % 2) {
+        qcclResult_t next = qcclAllReduce(in, out, 8, qcclFloat32, qcclSum, sub, NULL);
+        if (next == qcclSuccess) mr_case_fail(&c, "the call after the disagreement succeeded");
+      }
+      r = qcclCommFinalize(sub);
       msg = qcclGetLastError(sub);
     }
     if (d == D_NONE || off) {
