@@ -24,14 +24,14 @@
  * which makes it before posting its own record (AG_PREV), or to
  * qcclCommFinalize: waiting for the slowest rank's record at the end tied
  * every eager call to it (2.5 of the 3 us of a 4 KiB Broadcast on 4 ranks
- * over 2 cores). Meanwhile the call's waits compare the
- * records posted so far (every ~20 ms), so ranks that disagree in a way
- * that would stall them (different counts, collectives, roots) fail
- * promptly instead of at the timeout; a call that ran to completion with
- * a disagreement fails all the same, on every rank, and its output is not
- * to be used. ZeRO++ calls, and communicators across hosts, compare
- * before any data moves (one more synchronization of the node's ranks:
- * small beside a call over the network). Across hosts the check covers the ranks of each host (the
+ * over 2 cores). Meanwhile the call's waits compare the records posted so
+ * far (every ~20 ms), so ranks that disagree in a way that would stall
+ * them (different counts, collectives, roots) fail promptly instead of at
+ * the timeout; a call that ran to completion with a disagreement fails all
+ * the same, on every rank, and its output is not to be used. ZeRO++ calls,
+ * and communicators across hosts, compare before any data moves (one more
+ * synchronization of the node's ranks: small beside a call over the
+ * network). Across hosts the check covers the ranks of each host (the
  * node's segment); ranks of different hosts are not compared.
  * Send and receive are not checked (their matching is checked by size).
  *
@@ -196,9 +196,10 @@ typedef struct {
 
 enum { AG_PREV, AG_BEFORE, AG_CALL, AG_AFTER };
 
-/* Posts the call's record (rec) and numbers the call; *s the segment
- * whose records are compared (NULL: none), *after 1 when they are
- * compared after the call. */
+/* Numbers the call (and across hosts puts its number and record on the
+ * wire); *s the segment whose records are compared (NULL: none), *after 1
+ * when they are compared after the call. The record itself is posted by
+ * coll_agree_run, once no earlier call's comparison is pending. */
 static qcclResult_t agree_post(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS], shm_t** s,
                                uint64_t* c, int* after) {
   _Static_assert(COLL_AGREE_WORDS == SHM_CHECK_WORDS, "a record fills a control line's check");
@@ -235,9 +236,6 @@ static qcclResult_t agree_post(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WO
    * numbered from COLL_NUM_KINDS: it runs plain calls inside): compared
    * before any data moves. */
   *after = comm->node == NULL && (int)(rec[0] & 0xff) < (int)COLL_NUM_KINDS;
-  /* an earlier call's records still to compare: this one's is posted once
-   * they are (AG_PREV), as it takes their place two calls on */
-  if (comm->check_pending == 0) shm_check_publish(*s, *c, rec, *after);
   return qcclSuccess;
 }
 
@@ -371,6 +369,9 @@ qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS
   g.begin = g.after ? AG_CALL : AG_BEFORE;
   g.prev = g.s != NULL ? comm->check_pending : 0;
   memcpy(g.rec, rec, sizeof g.rec);
+  /* an earlier call's records still to compare: this one's is posted once
+   * they are (AG_PREV), as it takes their place two calls on */
+  if (g.s != NULL && g.prev == 0) shm_check_publish(g.s, g.c, rec, g.after);
   g.p.phase = g.prev != 0 ? AG_PREV : g.begin;
   qcclResult_t r = plan_drive(&g.p);
   return r == qcclSuccess ? r : agree_failed(&g, r);

@@ -22,23 +22,25 @@
 
 static pthread_mutex_t memreg_mu = PTHREAD_MUTEX_INITIALIZER;
 static memreg_region_t* memreg_list;
-static size_t memreg_n, memreg_cap;
+static size_t memreg_cap;
 static uint64_t memreg_next_id = 1;
-/* memreg_n, stored under the lock and read without it: a process that
- * never called qcclMemAlloc (plain buffers, the common case) looks for its
- * buffers at every call of every collective, and the lock's atomic waits
- * there for the call's stores to the segment to leave the store buffer
- * (7% of a 2-rank 4 KiB AllGather, docs/PERF.md "plain buffers' lock").
- * A buffer the user got from qcclMemAlloc reached the calling thread after
- * the store that counted it, so it is never missed. */
-static atomic_size_t memreg_live;
+/* The regions listed: changed under the lock, read without it by a lookup
+ * that has nothing to find. A process that never called qcclMemAlloc
+ * (plain buffers, the common case) looks for its buffers at every call of
+ * every collective, and the lock's atomic waits there for the call's
+ * stores to the segment to leave the store buffer (7% of a 2-rank 4 KiB
+ * AllGather's samples, docs/PERF.md "The registry's lock"). A buffer the
+ * user got from qcclMemAlloc reached the calling thread after the store
+ * that counted it, so it is never missed. */
+static atomic_size_t memreg_n;
 
 int memreg_find(const void* p, size_t len, memreg_region_t* out) {
   const char* c = p;
   int found = 0;
-  if (atomic_load_explicit(&memreg_live, memory_order_acquire) == 0) return 0;
+  if (atomic_load_explicit(&memreg_n, memory_order_acquire) == 0) return 0;
   pthread_mutex_lock(&memreg_mu);
-  for (size_t i = 0; i < memreg_n && !found; i++) {
+  size_t n = atomic_load_explicit(&memreg_n, memory_order_relaxed);
+  for (size_t i = 0; i < n && !found; i++) {
     const memreg_region_t* r = &memreg_list[i];
     if (c >= r->base && len <= r->size && (size_t)(c - r->base) <= r->size - len) {
       *out = *r;
@@ -97,7 +99,8 @@ qcclResult_t qcclMemAlloc(void** ptr, size_t size) {
     return QCCL_ERR(qcclSystemError, "mmap of %zu bytes: %s", bytes, strerror(e));
   }
   pthread_mutex_lock(&memreg_mu);
-  if (memreg_n == memreg_cap) {
+  size_t n = atomic_load_explicit(&memreg_n, memory_order_relaxed);
+  if (n == memreg_cap) {
     size_t cap = memreg_cap ? 2 * memreg_cap : 16;
     memreg_region_t* l = realloc(memreg_list, cap * sizeof *l);
     if (l == NULL) {
@@ -109,8 +112,8 @@ qcclResult_t qcclMemAlloc(void** ptr, size_t size) {
     memreg_list = l;
     memreg_cap = cap;
   }
-  memreg_list[memreg_n++] = (memreg_region_t){p, bytes, fd, memreg_next_id++};
-  atomic_store_explicit(&memreg_live, memreg_n, memory_order_release);
+  memreg_list[n] = (memreg_region_t){p, bytes, fd, memreg_next_id++};
+  atomic_store_explicit(&memreg_n, n + 1, memory_order_release);
   pthread_mutex_unlock(&memreg_mu);
   *ptr = p;
   return qcclSuccess;
@@ -122,11 +125,12 @@ qcclResult_t qcclMemFree(void* ptr) {
   memreg_region_t r;
   int found = 0;
   pthread_mutex_lock(&memreg_mu);
-  for (size_t i = 0; i < memreg_n; i++)
+  size_t n = atomic_load_explicit(&memreg_n, memory_order_relaxed);
+  for (size_t i = 0; i < n; i++)
     if (memreg_list[i].base == ptr) {
       r = memreg_list[i];
-      memreg_list[i] = memreg_list[--memreg_n];
-      atomic_store_explicit(&memreg_live, memreg_n, memory_order_release);
+      memreg_list[i] = memreg_list[n - 1];
+      atomic_store_explicit(&memreg_n, n - 1, memory_order_release);
       found = 1;
       break;
     }
