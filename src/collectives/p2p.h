@@ -19,7 +19,8 @@ typedef struct {
   void* req; /* NULL until posted */
   int prev;  /* earlier transfer of the same pair and direction, or -1 */
   int complete;
-  int paired; /* a send to a peer this batch also receives from */
+  int paired;     /* a send to a peer this batch also receives from */
+  int releasable; /* posted with P2P_SEND_RELEASABLE, not released yet */
   size_t moved;
 } p2p_state_t;
 
@@ -29,9 +30,11 @@ typedef struct {
   qcclComm_t* comms;
   p2p_state_t* st;
   int n;
-  int left;    /* transfers not complete */
-  int drained; /* a slow check found a peer gone: one more pass first */
-  int failed;  /* the transfer that failed, or -1 */
+  int left;       /* transfers not complete */
+  int recvs_left; /* receives not complete */
+  int unreleased; /* sends posted releasable and not released */
+  int drained;    /* a slow check found a peer gone: one more pass first */
+  int failed;     /* the transfer that failed, or -1 */
 } p2p_batch_t;
 
 /* Readies b for ops[0..n) of comms[0..n) (their state in st). */

@@ -37,7 +37,7 @@ static size_t p2p_bytes(const coll_args_t* a) {
   return a->count * dtype_size(a->datatype);
 }
 
-static qcclResult_t p2p_post(const coll_args_t* a, qcclComm_t c, p2p_state_t* st) {
+static qcclResult_t p2p_post(p2p_batch_t* b, const coll_args_t* a, qcclComm_t c, p2p_state_t* st) {
   const transport_ops_t* t = c->peer_ops[a->root];
   size_t n = p2p_bytes(a);
   int idx = c->peer_idx[a->root];
@@ -45,17 +45,23 @@ static qcclResult_t p2p_post(const coll_args_t* a, qcclComm_t c, p2p_state_t* st
     /* under the slot the caller opened: the user's sends and receives
      * (group.c), or the collective a flat algorithm serves */
     coll_stats_sent(c, a->root, n);
-    return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, st->paired, &st->req);
+    /* while a receive of the batch is open the send may wait for its
+     * receiver; released (below) once none is */
+    st->releasable = b->recvs_left > 0 && t->release != NULL;
+    b->unreleased += st->releasable;
+    int flags = (st->paired ? P2P_SEND_PAIRED : 0) | (st->releasable ? P2P_SEND_RELEASABLE : 0);
+    return t->isend(c->peer_ctx[a->root], idx, a->sendbuff, n, flags, &st->req);
   }
   return t->irecv(c->peer_ctx[a->root], idx, a->recvbuff, n, &st->req);
 }
 
 void p2p_batch_start(p2p_batch_t* b, const coll_args_t* ops, qcclComm_t* comms, p2p_state_t* st,
                      int n) {
-  *b = (p2p_batch_t){ops, comms, st, n, n, 0, -1};
+  *b = (p2p_batch_t){.ops = ops, .comms = comms, .st = st, .n = n, .left = n, .failed = -1};
   memset(st, 0, sizeof *st * (size_t)n);
   for (int i = 0; i < n; i++) {
     st[i].prev = -1;
+    b->recvs_left += ops[i].kind == COLL_RECV;
     for (int j = 0; j < n && ops[i].kind == COLL_SEND && !st[i].paired; j++)
       st[i].paired = ops[j].kind == COLL_RECV && comms[j] == comms[i] && ops[j].root == ops[i].root;
     for (int j = i - 1; j >= 0; j--)
@@ -78,7 +84,7 @@ qcclResult_t p2p_batch_progress(p2p_batch_t* b, uint64_t* moved) {
     void* ctx = c->peer_ctx[a->root];
     qcclResult_t r;
     if (st[i].req == NULL) {
-      r = p2p_post(a, c, &st[i]);
+      r = p2p_post(b, a, c, &st[i]);
       if (r != qcclSuccess) {
         b->failed = i;
         return r;
@@ -96,11 +102,27 @@ qcclResult_t p2p_batch_progress(p2p_batch_t* b, uint64_t* moved) {
       st[i].req = NULL;
       st[i].complete = 1;
       b->left--;
+      b->recvs_left -= a->kind == COLL_RECV;
+      b->unreleased -= st[i].releasable;
+      st[i].releasable = 0;
       progress = 1;
     } else {
       st[i].moved = t->moved(ctx, st[i].req);
       progress |= st[i].moved != before;
     }
+  }
+  if (b->recvs_left == 0 && b->unreleased > 0) {
+    /* nothing but sends left: those that may wait for their receivers
+     * finish as eager sends would (transport.h) */
+    for (int i = 0; i < b->n; i++) {
+      if (!st[i].releasable) continue;
+      qcclComm_t c = b->comms[i];
+      const transport_ops_t* t = c->peer_ops[ops[i].root];
+      t->release(c->peer_ctx[ops[i].root], st[i].req);
+      st[i].releasable = 0;
+    }
+    b->unreleased = 0;
+    progress = 1; /* test them again at once */
   }
   if (progress) {
     b->drained = 0;

@@ -234,6 +234,26 @@ static inline int cma_p2p_paired_use(const shm_t* s, size_t bytes) {
   return cma_use(s, bytes) && shm_roomy(s);
 }
 
+/* A send whose call also receives (from any peer: a ring shift, a
+ * pipeline stage) on a host whose ranks outnumber its cores: single copy
+ * from CMA's threshold (64 KiB there) although it fits the ring, and taken
+ * back once its call has had nothing but sends to wait for during
+ * CMA_P2P_TAKEBACK_S (transport.h, release): its payload then follows the
+ * header through the ring, as an eager send's would, so the send never
+ * waits for a receiver that an eager send would not have waited for
+ * (shm_p2p.c). On the 2-vCPU Xeon guest (qccl-perf sendrecv, a ring
+ * shift; median per call, 7 interleaved rounds): 4 ranks 64 KiB 11.3 ->
+ * 8.6 us (Open MPI 12.7), 128 KiB 22.6 -> 13.4 (18.7); 8 ranks 128 KiB 95
+ * -> 27 (44), but 64 KiB 8.8 -> 18.4 (27.6), where the eager sender ran
+ * three calls ahead through the ring (its mean per call went 42 -> 27).
+ * Taken back as soon as the call waited for nothing else, 64 KiB took
+ * 1.2-1.4x the eager time and 128 KiB on 8 ranks 2x the time with 200 us
+ * of grace (docs/PERF.md, "Sends that may be taken back"). */
+#define CMA_P2P_TAKEBACK_S 200e-6
+static inline int cma_p2p_flex_use(const shm_t* s, size_t bytes) {
+  return cma_use(s, bytes) && !shm_roomy(s);
+}
+
 /* Reads bytes at address src of peer (published with cma_offer; the peer
  * posted the chunk's 3g+1) into dst with process_vm_readv. */
 qcclResult_t cma_read_from(shm_t* s, int peer, uintptr_t src, void* dst, size_t bytes);

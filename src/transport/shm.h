@@ -87,9 +87,14 @@ typedef struct {
   uint64_t cma_sent;
   char pad0[SHM_LINE - 16];
   _Atomic uint64_t tail; /* bytes consumed by the receiver */
-  /* single-copy messages the receiver has read out of the sender's buffer */
+  /* single-copy messages the receiver is done with: read out of the
+   * sender's buffer, or taken back by the sender (shm_p2p.c) */
   _Atomic uint64_t cma_done;
-  char pad1[SHM_LINE - 16];
+  /* the last single-copy message claimed: its number times 2, plus 1 when
+   * the sender took it back to send through the ring, 0 when the receiver
+   * read it */
+  _Atomic uint64_t cma_claim;
+  char pad1[SHM_LINE - 24];
   /* 0, or 1 + the bytes the receiver expected when it refused a message of
    * another size: the sender fails at once instead of at its timeout. On a
    * line of its own: the sender reads it at every test, and beside tail it

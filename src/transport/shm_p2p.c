@@ -27,6 +27,15 @@
  * valid until it has been read. Sends of a pair are serialised by the
  * caller, so both counters advance in the same order.
  *
+ * A send that fits the ring may also go single copy where its call
+ * receives too and the host's ranks outnumber its cores (cma.h,
+ * cma_p2p_flex_use); the caller releases it once the call waits for
+ * nothing else (transport.h), and a while later the sender takes it back:
+ * whichever of the two first claims the message in the pair's cma_claim
+ * (shm_cma_claim) owns it, the receiver to read it single copy, the sender
+ * to push the payload after the header as a staged message. Either way
+ * the receiver counts it in cma_done, so the numbers stay in step.
+ *
  * Requests make progress only inside test(); the caller
  * tests a request only after the earlier one of the same pair and
  * direction completed (sendrecv.c), which keeps the stream in order.
@@ -36,6 +45,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/wait.h"
 #include "transport/cma.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
@@ -52,14 +62,22 @@ enum { P2P_STAGED = 0, P2P_CMA = 1 };
 typedef struct {
   int send;
   int peer;
-  int cma;      /* single copy: the ring carries only the header */
-  uint64_t seq; /* a single-copy send: its number in the pair's cma_sent */
+  int cma;           /* single copy: the ring carries only the header */
+  int flex;          /* a single-copy send the sender may take back (released) */
+  int released;      /* the caller released it (transport.h) */
+  double release_at; /* clock_now() then */
+  uint64_t seq;      /* a single-copy send: its number in the pair's cma_sent */
   char* buf;
   size_t bytes; /* payload */
   size_t pad;   /* ring bytes after a staged payload, to the next line */
   size_t done;  /* header + payload (+ pad) bytes moved */
   unsigned char hdr[P2P_HDR];
 } shm_req_t;
+
+/* The ring bytes after a staged payload of n bytes, to the next line. */
+static size_t shm_pad(size_t n) {
+  return (P2P_LINE - n % P2P_LINE) % P2P_LINE;
+}
 
 /* Copies n bytes of buf (none: buf NULL, the pad) into the ring at
  * position pos; at most what fits (space). */
@@ -139,12 +157,8 @@ static qcclResult_t shm_post_req(shm_t* s, int send, int cma, int peer, void* bu
                                  void** req) {
   shm_req_t* q = shm_req_get(s);
   if (!q) return QCCL_ERR(qcclSystemError, "out of memory");
-  *q = (shm_req_t){.send = send,
-                   .cma = cma,
-                   .peer = peer,
-                   .buf = buf,
-                   .bytes = n,
-                   .pad = cma ? 0 : (P2P_LINE - n % P2P_LINE) % P2P_LINE};
+  *q = (shm_req_t){
+      .send = send, .cma = cma, .peer = peer, .buf = buf, .bytes = n, .pad = cma ? 0 : shm_pad(n)};
   memset(q->hdr, 0, sizeof q->hdr);
   uint32_t m = P2P_MAGIC, kind = cma ? P2P_CMA : P2P_STAGED;
   uint64_t b = n, at = (uint64_t)(uintptr_t)buf;
@@ -156,11 +170,38 @@ static qcclResult_t shm_post_req(shm_t* s, int send, int cma, int peer, void* bu
   return qcclSuccess;
 }
 
-static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, int paired,
+static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, int flags,
                               void** req) {
   shm_t* s = ctx;
-  int cma = cma_p2p_use(s, n, P2P_HDR) || (paired && cma_p2p_paired_use(s, n));
-  return shm_post_req(s, 1, cma, peer, (void*)buf, n, req);
+  int cma = cma_p2p_use(s, n, P2P_HDR) || ((flags & P2P_SEND_PAIRED) && cma_p2p_paired_use(s, n));
+  int flex = !cma && (flags & P2P_SEND_RELEASABLE) && cma_p2p_flex_use(s, n);
+  qcclResult_t r = shm_post_req(s, 1, cma || flex, peer, (void*)buf, n, req);
+  if (r == qcclSuccess) ((shm_req_t*)*req)->flex = flex;
+  return r;
+}
+
+static void shm_release(void* ctx, void* req) {
+  (void)ctx;
+  ((shm_req_t*)req)->released = 1;
+  ((shm_req_t*)req)->release_at = clock_now();
+}
+
+/* Single-copy message seq of pair c belongs to whichever of its receiver
+ * (who 0: reads it from the sender's buffer) and sender (who 1: takes it
+ * back and sends the payload through the ring after its header) claims it
+ * first; 1 when who did. The sender claims only its one message in flight
+ * (sends of a pair are serialised), but a message it took back is
+ * complete, so it may claim later ones before the receiver gets to that
+ * one: a claim beyond seq means seq was taken back too. */
+static int shm_cma_claim(shm_chan_ctrl_t* c, uint64_t seq, int who) {
+  uint64_t cur = atomic_load_explicit(&c->cma_claim, memory_order_acquire);
+  for (;;) {
+    if (cur >> 1 > seq) return 0;
+    if (cur >> 1 == seq) return (int)(cur & 1) == who;
+    if (atomic_compare_exchange_weak_explicit(&c->cma_claim, &cur, seq << 1 | (uint64_t)who,
+                                              memory_order_acq_rel, memory_order_acquire))
+      return 1;
+  }
 }
 
 static qcclResult_t shm_irecv(void* ctx, int peer, void* buf, size_t n, void** req) {
@@ -215,6 +256,7 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
          * ring may hold it back for several tests) */
         shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, q->peer);
         q->seq = ++c->cma_sent;
+        memcpy(q->hdr + 24, &q->seq, 8);
       }
       /* a staged send offers the payload with the header: one message,
        * one update of head, when the ring has room for both */
@@ -225,13 +267,20 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
       if (!q->send && k > 0 && q->done + k == P2P_HDR) {
         qcclResult_t r = shm_check_header(s, q);
         if (r == qcclSuccess && q->cma) {
-          /* the payload, straight from the sender's buffer */
-          uint64_t at;
+          uint64_t at, seq;
           memcpy(&at, q->hdr + 16, 8);
-          r = cma_read_from(s, q->peer, (uintptr_t)at, q->buf, q->bytes);
+          memcpy(&seq, q->hdr + 24, 8);
           shm_chan_ctrl_t* c = shm_chan_ctrl(s, q->peer, s->rank);
+          if (shm_cma_claim(c, seq, 0)) {
+            /* the payload, straight from the sender's buffer */
+            r = cma_read_from(s, q->peer, (uintptr_t)at, q->buf, q->bytes);
+            k += q->bytes;
+          } else {
+            /* taken back: the payload follows the header through the ring */
+            q->cma = 0;
+            q->pad = shm_pad(q->bytes);
+          }
           if (r == qcclSuccess) atomic_fetch_add_explicit(&c->cma_done, 1, memory_order_release);
-          k += q->bytes;
         }
         if (r != qcclSuccess) {
           shm_req_put(s, q);
@@ -240,9 +289,18 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
       }
     } else if (q->cma) {
       /* a single-copy send: done once the receiver has read it */
-      uint64_t read =
-          atomic_load_explicit(&shm_chan_ctrl(s, s->rank, q->peer)->cma_done, memory_order_acquire);
+      shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, q->peer);
+      uint64_t read = atomic_load_explicit(&c->cma_done, memory_order_acquire);
       k = read >= q->seq ? q->bytes : 0;
+      if (k == 0 && q->flex && q->released && clock_now() - q->release_at > CMA_P2P_TAKEBACK_S &&
+          shm_cma_claim(c, q->seq, 1)) {
+        /* the call has waited for nothing else for a while: the payload
+         * goes through the ring, as an eager send's */
+        q->cma = 0;
+        q->pad = shm_pad(q->bytes);
+        total = P2P_HDR + q->bytes + q->pad;
+        continue;
+      }
     } else if (q->done < P2P_HDR + q->bytes) {
       char* p = q->buf + (q->done - P2P_HDR);
       size_t left = P2P_HDR + q->bytes - q->done;
@@ -276,5 +334,12 @@ static qcclResult_t shm_check(void* ctx, int peer) {
   return shm_check_peers(ctx, peer);
 }
 
-const transport_ops_t shm_p2p_ops = {"shm",     shm_isend,  shm_irecv, shm_test,
-                                     shm_moved, shm_cancel, shm_check, 0};
+const transport_ops_t shm_p2p_ops = {.name = "shm",
+                                     .isend = shm_isend,
+                                     .irecv = shm_irecv,
+                                     .test = shm_test,
+                                     .moved = shm_moved,
+                                     .cancel = shm_cancel,
+                                     .check = shm_check,
+                                     .remote = 0,
+                                     .release = shm_release};

@@ -17,13 +17,24 @@
 
 #include "qccl.h"
 
+/* What the caller promises about a send (isend's flags). */
+enum {
+  /* the same call also receives from peer, and progresses that receive
+   * while this send waits: the send may wait for its receiver */
+  P2P_SEND_PAIRED = 1,
+  /* the same call receives (from any peer) and calls release() on this
+   * request once nothing but sends is left to wait for: until then the
+   * send may wait for its receiver, after it a send that fits the
+   * transport's buffers completes without it, as an eager send does */
+  P2P_SEND_RELEASABLE = 2,
+};
+
 typedef struct {
   const char* name;
   /* Posts a message of n bytes from buf to peer; buf must stay untouched
-   * until the request completes. *req is set on success. paired: the same
-   * call also receives from peer, and progresses that receive while this
-   * send waits (so the send may wait for its receiver). */
-  qcclResult_t (*isend)(void* ctx, int peer, const void* buf, size_t n, int paired, void** req);
+   * until the request completes. *req is set on success. flags: P2P_SEND_*
+   * (none: the send completes without its receiver where it fits). */
+  qcclResult_t (*isend)(void* ctx, int peer, const void* buf, size_t n, int flags, void** req);
   /* Posts the receive of a message of exactly n bytes from peer into buf. */
   qcclResult_t (*irecv)(void* ctx, int peer, void* buf, size_t n, void** req);
   /* Makes progress on req; *done = 1 when complete, and req is freed. On
@@ -38,6 +49,10 @@ typedef struct {
   /* 1: the peers it reaches are on other hosts (a wait for them needs no
    * core of this host's ranks: the waiter naps instead of yielding). */
   int remote;
+  /* A send posted with P2P_SEND_RELEASABLE: its call has nothing but sends
+   * left to wait for (NULL: the transport never waits for a receiver it
+   * need not wait for). */
+  void (*release)(void* ctx, void* req);
 } transport_ops_t;
 
 /* The shared-memory transport; ctx is the communicator's shm_t. */

@@ -554,9 +554,9 @@ static qcclResult_t ucx_post(ucx_t* u, int send, int peer, void* buf, size_t n, 
   return qcclSuccess;
 }
 
-static qcclResult_t ucx_isend(void* ctx, int peer, const void* buf, size_t n, int paired,
+static qcclResult_t ucx_isend(void* ctx, int peer, const void* buf, size_t n, int flags,
                               void** req) {
-  (void)paired;
+  (void)flags;
   ucx_t* u = ctx;
   pthread_mutex_lock(&u->mu);
   qcclResult_t r = ucx_post(u, 1, peer, (void*)buf, n, req);
@@ -702,5 +702,11 @@ void ucx_break(ucx_t* u) {
   QCCL_INFO(LOG_NET, "rank %d: UCX endpoints closed: the communicator failed", u->rank);
 }
 
-const transport_ops_t ucx_p2p_ops = {"ucx",     ucx_isend,  ucx_irecv, ucx_test,
-                                     ucx_moved, ucx_cancel, ucx_check, 1};
+const transport_ops_t ucx_p2p_ops = {.name = "ucx",
+                                     .isend = ucx_isend,
+                                     .irecv = ucx_irecv,
+                                     .test = ucx_test,
+                                     .moved = ucx_moved,
+                                     .cancel = ucx_cancel,
+                                     .check = ucx_check,
+                                     .remote = 1};

@@ -27,6 +27,21 @@
  *             pair's ring (256 KiB) completes before its receive is posted,
  *             so this send-first ring runs (it deadlocked with every send
  *             single copy); one host only (LOCAL_WORLD_SIZE = W);
+ *   takeback  rank 0 sends three 160 KiB messages to rank 1, each in a
+ *             group with a receive from rank 2 (which sends at once),
+ *             refilling its buffer for the next as soon as a group
+ *             returns, while rank 1 posts its receives late (30 ms): a
+ *             message that fits the ring but went out single copy (a call
+ *             that also receives, ranks outnumbering the cores: cma.h) is
+ *             taken back and sent through the ring once the call's
+ *             receive is done, the second before rank 1 has seen the
+ *             first; W >= 3;
+ *   release   three ranks: rank 0 sends 160 KiB to rank 1 in a group with
+ *             a receive from rank 2, and only in its next call sends to
+ *             rank 2, which sends to rank 1 only after that; rank 1
+ *             receives from rank 2 first: the group's send must complete
+ *             without its receiver once the receive is done (it deadlocked
+ *             while such a send waited for its reader); one host only;
  *   halves    inside a group, two sends in place: each half of one buffer
  *             to a neighbour, each half received from the other one;
  *   self      inside a group, a send to self and a receive from self;
@@ -275,6 +290,105 @@ static void case_eager(mr_t* t) {
   mr_case_end(&c);
 }
 
+#define FLEX_N ((size_t)40 * 1024) /* 160 KiB of f32: fits the 256 KiB ring */
+
+static void case_takeback(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv takeback")) return;
+  const int W = t->nranks, me = t->rank;
+  const qcclDataType_t dt = qcclFloat32;
+  const size_t small = 1009;
+  if (W < 3) {
+    mr_case_end(&c);
+    return;
+  }
+  if (me == 0) {
+    mr_buf_t s, r;
+    mr_buf_alloc(&s, FLEX_N * 4, 4);
+    for (int m = 0; m < 3; m++) {
+      mr_fill(dt, qcclSum, MR_GEN_RAW, c.cseed, 0, W, s.p, msg_base(1, m), FLEX_N);
+      mr_buf_alloc(&r, small * 4, 0);
+      MR_OK(&c, qcclGroupStart());
+      MR_OK(&c, qcclSend(s.p, FLEX_N, dt, 1, t->comm, NULL));
+      MR_OK(&c, qcclRecv(r.p, small, dt, 2, t->comm, NULL));
+      MR_OK(&c, qcclGroupEnd());
+      check_recv(&c, &r, dt, small, 2, m, "message from rank 2");
+    }
+    /* a read after the last group returned would see this */
+    memset(s.p, 0xa5, s.bytes);
+    mr_buf_check_guards(&c, &s, "sendbuff");
+    mr_buf_free(&s);
+  } else if (me == 1) {
+    usleep(30000);
+    for (int m = 0; m < 3; m++) {
+      mr_buf_t r;
+      mr_buf_alloc(&r, FLEX_N * 4, 0);
+      MR_OK(&c, qcclRecv(r.p, FLEX_N, dt, 0, t->comm, NULL));
+      char what[64];
+      snprintf(what, sizeof what, "message %d from rank 0", m);
+      check_recv(&c, &r, dt, FLEX_N, 0, m, what);
+    }
+  } else if (me == 2) {
+    for (int m = 0; m < 3; m++) {
+      sbuf_t sb;
+      make_send(&c, &sb, dt, small, 0, m);
+      MR_OK(&c, qcclSend(sb.buf.p, small, dt, 0, t->comm, NULL));
+      check_send(&c, &sb, "sendbuff");
+    }
+  }
+  mr_case_end(&c);
+}
+
+static void case_release(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv release")) return;
+  const int W = t->nranks, me = t->rank;
+  /* a promise of the shared-memory rings, as in case_eager */
+  const char* local = getenv("LOCAL_WORLD_SIZE");
+  if (W < 3 || (local && atoi(local) < W)) {
+    mr_case_end(&c);
+    return;
+  }
+  const qcclDataType_t dt = qcclFloat32;
+  const size_t small = 1009;
+  if (me == 0) {
+    sbuf_t big, sm;
+    mr_buf_t r;
+    make_send(&c, &big, dt, FLEX_N, 1, 0);
+    mr_buf_alloc(&r, small * 4, 0);
+    MR_OK(&c, qcclGroupStart());
+    MR_OK(&c, qcclSend(big.buf.p, FLEX_N, dt, 1, t->comm, NULL));
+    MR_OK(&c, qcclRecv(r.p, small, dt, 2, t->comm, NULL));
+    MR_OK(&c, qcclGroupEnd());
+    check_recv(&c, &r, dt, small, 2, 0, "message from rank 2");
+    check_send(&c, &big, "sendbuff");
+    make_send(&c, &sm, dt, small, 2, 0);
+    MR_OK(&c, qcclSend(sm.buf.p, small, dt, 2, t->comm, NULL));
+    check_send(&c, &sm, "sendbuff");
+  } else if (me == 1) {
+    mr_buf_t a, b;
+    mr_buf_alloc(&a, small * 4, 0);
+    MR_OK(&c, qcclRecv(a.p, small, dt, 2, t->comm, NULL));
+    check_recv(&c, &a, dt, small, 2, 0, "message from rank 2");
+    mr_buf_alloc(&b, FLEX_N * 4, 0);
+    MR_OK(&c, qcclRecv(b.p, FLEX_N, dt, 0, t->comm, NULL));
+    check_recv(&c, &b, dt, FLEX_N, 0, 0, "message from rank 0");
+  } else if (me == 2) {
+    sbuf_t to0, to1;
+    mr_buf_t r;
+    make_send(&c, &to0, dt, small, 0, 0);
+    MR_OK(&c, qcclSend(to0.buf.p, small, dt, 0, t->comm, NULL));
+    check_send(&c, &to0, "sendbuff");
+    mr_buf_alloc(&r, small * 4, 0);
+    MR_OK(&c, qcclRecv(r.p, small, dt, 0, t->comm, NULL));
+    check_recv(&c, &r, dt, small, 0, 0, "message from rank 0");
+    make_send(&c, &to1, dt, small, 1, 0);
+    MR_OK(&c, qcclSend(to1.buf.p, small, dt, 1, t->comm, NULL));
+    check_send(&c, &to1, "sendbuff");
+  }
+  mr_case_end(&c);
+}
+
 static void case_grouporder(mr_t* t) {
   mr_case_t c;
   if (!mr_case_begin(t, &c, "sendrecv grouporder")) return;
@@ -475,6 +589,8 @@ int main(int argc, char** argv) {
   case_order(&t);
   case_reuse(&t);
   case_eager(&t);
+  case_takeback(&t);
+  case_release(&t);
   case_exchange(&t, 16 * 1024 + 1); /* 64 KiB + 4 */
   case_exchange(&t, 50021);         /* 195 KiB */
   case_inplace_halves(&t, 1009);
