@@ -33,6 +33,7 @@
 #define SHM_HEADER_BYTES 4096
 #define SHM_MAGIC 0x4d485351u /* "QSHM" */
 #define SHM_MOVE_EVERY 0.001  /* seconds between moves off a shared CPU (shm_move_off) */
+#define SHM_BALANCE_EVERY 64  /* waits between looks at the ranks' spread (shm_balance) */
 
 typedef struct {
   uint32_t magic;
@@ -391,6 +392,20 @@ static int shm_check_differs(shm_t* s);
  * CPU and restoring it at once (the user's mask stays as it was). At most
  * every SHM_MOVE_EVERY per segment, so that a CPU shared for good (other
  * load) costs little. Returns 1 when it moved. */
+/* Moves this rank to CPU to (from cpu) by narrowing its affinity to it
+ * and restoring mask at once (the user's mask stays as it was); publishes
+ * where it runs. 1 when it moved. */
+static int shm_move_to(shm_t* s, const cpu_set_t* mask, int to, int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(to, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) return 0;
+  sched_setaffinity(0, sizeof *mask, mask);
+  int now_cpu = sched_getcpu();
+  atomic_store_explicit(&s->ctrl[s->rank].cpu, now_cpu, memory_order_relaxed);
+  return now_cpu != cpu;
+}
+
 static int shm_move_off(shm_t* s, int cpu) {
   double now = clock_now();
   if (now < s->next_move) return 0;
@@ -405,15 +420,42 @@ static int shm_move_off(shm_t* s, int cpu) {
       used = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == c;
     if (!used) to = c;
   }
-  if (to < 0) return 0;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(to, &one);
-  if (sched_setaffinity(0, sizeof one, &one) != 0) return 0;
-  sched_setaffinity(0, sizeof mask, &mask);
-  int now_cpu = sched_getcpu();
-  atomic_store_explicit(&s->ctrl[s->rank].cpu, now_cpu, memory_order_relaxed);
-  return now_cpu != cpu;
+  return to >= 0 && shm_move_to(s, &mask, to, cpu);
+}
+
+/* Where the node's ranks outnumber its cores the scheduler can leave them
+ * unevenly spread, and for good: 3 of 4 ranks on one of 2 CPUs in about
+ * a third of the runs on the 2-vCPU Xeon guest, every call then going at
+ * the pace of the crowded CPU (a 4-rank 1 MiB SendRecv 330-345 us a call
+ * against 185-204 with two ranks on each, pinned either way; docs/PERF.md,
+ * "Sends that may be taken back"). So a waiting rank whose CPU holds at
+ * least two ranks more than an allowed CPU with the fewest (as the ranks
+ * last published where they wait) moves there, at most every
+ * SHM_MOVE_EVERY, and looks at all only every SHM_BALANCE_EVERY waits.
+ * Ranks that share a CPU run one at a time, so two of them never decide
+ * at once on the same counts. */
+static void shm_balance(shm_t* s, int cpu) {
+  if (++s->balance_tick % SHM_BALANCE_EVERY != 0) return;
+  double now = clock_now();
+  if (now < s->next_move) return;
+  s->next_move = now + SHM_MOVE_EVERY;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0 || CPU_COUNT(&mask) < 2) return;
+  int here = 0;
+  for (int k = 0; k < s->nranks; k++)
+    here += k == s->rank || atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
+  int to = -1, fewest = here - 1;
+  for (int c = 0; c < CPU_SETSIZE && fewest > 0; c++) {
+    if (c == cpu || !CPU_ISSET(c, &mask)) continue;
+    int n = 0;
+    for (int k = 0; k < s->nranks && n < fewest; k++)
+      n += k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == c;
+    if (n < fewest) { /* at least two fewer than here */
+      to = c;
+      fewest = n;
+    }
+  }
+  if (to >= 0) shm_move_to(s, &mask, to, cpu);
 }
 
 /* The spin before a rank that waits for the ranks in [lo, hi) yields: a
@@ -435,6 +477,7 @@ static uint32_t shm_spin_among(shm_t* s, int lo, int hi) {
   for (int k = lo; k < hi && !shared; k++)
     shared = k != s->rank && atomic_load_explicit(&s->ctrl[k].cpu, memory_order_relaxed) == cpu;
   if (shared && shm_roomy(s) && shm_move_off(s, cpu)) shared = 0;
+  if (!shm_roomy(s)) shm_balance(s, cpu);
   return shared ? 0 : s->spin;
 }
 

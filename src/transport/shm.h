@@ -109,20 +109,21 @@ typedef struct shm {
   char* base;
   size_t bytes;
   int rank, nranks;
-  size_t chunk_bytes;   /* bytes of one slot */
-  size_t chan_bytes;    /* ring bytes of one p2p channel (a power of two) */
-  uint64_t chunk_seq;   /* next chunk number g */
-  double timeout;       /* seconds without progress before qcclTimeout */
-  uint32_t spin;        /* microseconds of polling before yielding */
-  int ncores;           /* the node's cores (at least 1; shm_roomy) */
-  double next_move;     /* clock_now() from which a wait may move off a shared CPU */
-  size_t cma_min;       /* smallest per-peer block sent single copy, 0 = never */
-  size_t handoff_nt;    /* calls of at least this many bytes hand off through memory */
-  size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
-  uint64_t* cma_buf;    /* what peers read to probe CMA (cma.c; freed by it) */
-  int peers_readable;   /* every local rank may read / map every other's memory */
-  shm_peer_map_t* maps; /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
-  uint64_t map_clock;   /* lookups so far (shm_peer_map_t.used) */
+  size_t chunk_bytes;    /* bytes of one slot */
+  size_t chan_bytes;     /* ring bytes of one p2p channel (a power of two) */
+  uint64_t chunk_seq;    /* next chunk number g */
+  double timeout;        /* seconds without progress before qcclTimeout */
+  uint32_t spin;         /* microseconds of polling before yielding */
+  int ncores;            /* the node's cores (at least 1; shm_roomy) */
+  double next_move;      /* clock_now() from which a wait may move off a shared CPU */
+  uint32_t balance_tick; /* waits since the last look at the ranks' spread (shm.c) */
+  size_t cma_min;        /* smallest per-peer block sent single copy, 0 = never */
+  size_t handoff_nt;     /* calls of at least this many bytes hand off through memory */
+  size_t share_min;      /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
+  uint64_t* cma_buf;     /* what peers read to probe CMA (cma.c; freed by it) */
+  int peers_readable;    /* every local rank may read / map every other's memory */
+  shm_peer_map_t* maps;  /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
+  uint64_t map_clock;    /* lookups so far (shm_peer_map_t.used) */
   _Atomic int32_t* abort_rank;
   int check_watch; /* waits compare the peers' records of call check_call */
   /* called by every wait's slow check when set (a node of a communicator
