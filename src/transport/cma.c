@@ -137,6 +137,12 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
     }
     s->cma_min = (size_t)agreed;
     char speed_txt[64] = "speed not probed";
+    char fit_txt[160] = "exchanges";
+    if (!shm_roomy(s))
+      snprintf(fit_txt, sizeof fit_txt,
+               "sends of calls that also receive, taken back once the call waited for nothing "
+               "else for %.0f us: this host is oversubscribed",
+               CMA_P2P_TAKEBACK_S * 1e6);
     if (slowest >= 0)
       snprintf(speed_txt, sizeof speed_txt, "kernel copy at %.2f of memcpy's speed", ratio);
     QCCL_INFO(
@@ -147,13 +153,12 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
         "where the others write into the root's buffer once they send %zu in all; Reduce "
         "on 2 ranks in calls of %zu-%zu bytes; sends "
         "larger than the "
-        "%zu-byte ring, and exchanges%s); qcclMemAlloc "
+        "%zu-byte ring, and %s); qcclMemAlloc "
         "buffers are read in place",
         s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, CMA_SCATTER_MAX2_BYTES,
         CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES, CMA_GATHER_MIN_BYTES,
         CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL, CMA_GATHER_PUSH_MIN_MOVED,
-        CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES, s->chan_bytes,
-        shm_roomy(s) ? "" : " larger than the ring: this host is oversubscribed");
+        CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES, s->chan_bytes, fit_txt);
   }
   free(all);
   return r;

@@ -455,7 +455,9 @@ static void shm_balance(shm_t* s, int cpu) {
       fewest = n;
     }
   }
-  if (to >= 0) shm_move_to(s, &mask, to, cpu);
+  if (to >= 0 && shm_move_to(s, &mask, to, cpu))
+    QCCL_TRACE(LOG_SHM, "rank %d moved from CPU %d (%d ranks) to CPU %d (%d)", s->rank, cpu, here,
+               to, fewest);
 }
 
 /* The spin before a rank that waits for the ranks in [lo, hi) yields: a
