@@ -43,14 +43,42 @@ typedef struct {
   /* the call's (the count may change from start to start: plan_restart) */
   size_t span; /* bytes per peer of each chunk: piece, or the whole block */
   shm_reg_t reg;
-  int mapped, direct, offered, k;
+  int mapped, direct, offered;
+  int left; /* peers whose pieces of this chunk are still to read */
   share_job_t job;
   size_t off;
   size_t rot; /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
+  unsigned char got[]; /* [W]: this chunk's piece of peer j read */
 } a2a_plan_t;
 
 enum { A2A_START, A2A_CHUNK, A2A_FREE, A2A_SHARE, A2A_SHARED, A2A_READ, A2A_END };
+
+/* The next of the w ranks after r in turn that posted step and whose
+ * piece of the chunk this rank has not read (got[j] 0): qcclSuccess with
+ * *j set; qcclInProgress while none of the unread ones has (the wait's
+ * record names the last one tested); an abort's error. The pieces are
+ * read in the order the peers post them, not in turn: of an
+ * oversubscribed host's ranks some run late, and a rank that waited for
+ * the next in turn sat idle with others' pieces ready (8 ranks on 2
+ * cores, three series: 256 KiB-4 MiB 0.87-0.96x the time, smaller and
+ * larger calls 0.82-1.10x, within their noise; 4 ranks 0.98-0.99x). The
+ * same in AllGather lost 1.1-1.2x at 4-64 KiB on 4 and 8 ranks, where
+ * each pass then tests the line of every peer not posted yet (docs/
+ * PERF.md, "Reads in the order the peers post"). */
+static qcclResult_t a2a_next_posted(shm_t* s, int w, int r, uint64_t step, const unsigned char* got,
+                                    int* j) {
+  qcclResult_t res = qcclInProgress;
+  for (int k = 1; k < w; k++) {
+    int q = (r + k) % w;
+    if (got[q]) continue;
+    res = shm_test_rank(s, q, step);
+    if (res == qcclInProgress) continue;
+    if (res == qcclSuccess) *j = q;
+    return res;
+  }
+  return res;
+}
 
 static qcclResult_t a2a_progress(plan_t* p) {
   a2a_plan_t* t = (a2a_plan_t*)p;
@@ -104,7 +132,8 @@ static qcclResult_t a2a_progress(plan_t* p) {
         }
         coll_stats_shm(comm, (size_t)(w - 1) * m);
         shm_post(s, 3 * t->g + 1);
-        t->k = 1;
+        memset(t->got, 0, (size_t)w);
+        t->left = w - 1;
         p->phase = A2A_READ;
         if (t->off != 0) break;
         /* the own block; all of it when every rank offered */
@@ -127,24 +156,27 @@ static qcclResult_t a2a_progress(plan_t* p) {
         PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;
       case A2A_READ:
-        for (; t->k < w; t->k++) {
-          int j = (r + t->k) % w;
+        /* the peers' pieces in the order they post them */
+        while (t->left > 0) {
+          int j;
+          PLAN_TEST(p, a2a_next_posted(s, w, r, 3 * t->g + 1, t->got, &j));
+          t->got[j] = 1;
+          t->left--;
           const char* src;
           uintptr_t at;
-          PLAN_TEST(p, shm_test_rank(s, j, 3 * t->g + 1));
           if (shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
             /* single copy: the whole piece at once */
             if (t->off == 0)
               QCCL_CHECK(
                   cma_read_from(s, j, at + (uintptr_t)r * bytes, out + (size_t)j * bytes, bytes));
-            continue;
+          } else {
+            QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes * (size_t)w, &src));
+            if (src == NULL)
+              copy_out(out + (size_t)j * bytes + t->off,
+                       shm_slot(s, j, t->g) + t->rot + (size_t)r * m, m, stream);
+            else if (t->off == 0) /* read in place: the whole piece at once */
+              copy_out(out + (size_t)j * bytes, src + (size_t)r * bytes, bytes, stream);
           }
-          QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes * (size_t)w, &src));
-          if (src == NULL)
-            copy_out(out + (size_t)j * bytes + t->off,
-                     shm_slot(s, j, t->g) + t->rot + (size_t)r * m, m, stream);
-          else if (t->off == 0) /* read in place: the whole piece at once */
-            copy_out(out + (size_t)j * bytes, src + (size_t)r * bytes, bytes, stream);
         }
         shm_post(s, 3 * t->g + 3);
         t->off += piece;
@@ -165,7 +197,7 @@ static const plan_ops_t a2a_ops = {
     .name = "alltoall", .progress = a2a_progress, .spin = plan_shm_spin, .check = plan_shm_check};
 
 qcclResult_t node_alltoall_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out) {
-  QCCL_CHECK(plan_alloc(sizeof(a2a_plan_t), &a2a_ops, comm, a, out));
+  QCCL_CHECK(plan_alloc(sizeof(a2a_plan_t) + (size_t)comm->nranks, &a2a_ops, comm, a, out));
   a2a_plan_t* t = (a2a_plan_t*)*out;
   t->piece = comm->nranks > 1 ? comm->shm->chunk_bytes / (size_t)comm->nranks : 1;
   return qcclSuccess;
