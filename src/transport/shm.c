@@ -382,16 +382,6 @@ qcclResult_t shm_check_peers(shm_t* s, int peer) {
 
 static int shm_check_differs(shm_t* s);
 
-/* This rank shares CPU cpu with a peer it waits for although the node's
- * ranks fit its cores: yielding keeps it there, and the two take turns
- * at half speed until the balancer moves one (tens of ms; it happens
- * after ranks woke each other through sockets, e.g. right after a lane
- * was made: 1 MiB AllReduce and AllGather ran at 0.4-0.6 of their speed
- * for the first ~10 ms). So it moves itself to an allowed CPU that no
- * peer of the segment last waited on, by narrowing its affinity to that
- * CPU and restoring it at once (the user's mask stays as it was). At most
- * every SHM_MOVE_EVERY per segment, so that a CPU shared for good (other
- * load) costs little. Returns 1 when it moved. */
 /* Moves this rank to CPU to (from cpu) by narrowing its affinity to it
  * and restoring mask at once (the user's mask stays as it was); publishes
  * where it runs. 1 when it moved. */
@@ -406,6 +396,16 @@ static int shm_move_to(shm_t* s, const cpu_set_t* mask, int to, int cpu) {
   return now_cpu != cpu;
 }
 
+/* This rank shares CPU cpu with a peer it waits for although the node's
+ * ranks fit its cores: yielding keeps it there, and the two take turns
+ * at half speed until the balancer moves one (tens of ms; it happens
+ * after ranks woke each other through sockets, e.g. right after a lane
+ * was made: 1 MiB AllReduce and AllGather ran at 0.4-0.6 of their speed
+ * for the first ~10 ms). So it moves itself to an allowed CPU that no
+ * peer of the segment last waited on, by narrowing its affinity to that
+ * CPU and restoring it at once (the user's mask stays as it was). At most
+ * every SHM_MOVE_EVERY per segment, so that a CPU shared for good (other
+ * load) costs little. Returns 1 when it moved. */
 static int shm_move_off(shm_t* s, int cpu) {
   double now = clock_now();
   if (now < s->next_move) return 0;

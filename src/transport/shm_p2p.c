@@ -63,9 +63,8 @@ typedef struct {
   int send;
   int peer;
   int cma;           /* single copy: the ring carries only the header */
-  int flex;          /* a single-copy send the sender may take back (released) */
-  int released;      /* the caller released it (transport.h) */
-  double release_at; /* clock_now() then */
+  int flex;          /* a single-copy send the sender may take back once released */
+  double release_at; /* clock_now() when the caller released it (transport.h), else 0 */
   uint64_t seq;      /* a single-copy send: its number in the pair's cma_sent */
   char* buf;
   size_t bytes; /* payload */
@@ -182,7 +181,6 @@ static qcclResult_t shm_isend(void* ctx, int peer, const void* buf, size_t n, in
 
 static void shm_release(void* ctx, void* req) {
   (void)ctx;
-  ((shm_req_t*)req)->released = 1;
   ((shm_req_t*)req)->release_at = clock_now();
 }
 
@@ -292,8 +290,8 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
       shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, q->peer);
       uint64_t read = atomic_load_explicit(&c->cma_done, memory_order_acquire);
       k = read >= q->seq ? q->bytes : 0;
-      if (k == 0 && q->flex && q->released && clock_now() - q->release_at > CMA_P2P_TAKEBACK_S &&
-          shm_cma_claim(c, q->seq, 1)) {
+      if (k == 0 && q->flex && q->release_at > 0 &&
+          clock_now() - q->release_at > CMA_P2P_TAKEBACK_S && shm_cma_claim(c, q->seq, 1)) {
         /* the call has waited for nothing else for a while: the payload
          * goes through the ring, as an eager send's */
         q->cma = 0;
