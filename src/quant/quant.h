@@ -77,6 +77,13 @@ qcclResult_t quant_quantize(quant_isa_t isa, const quant_params_t* p, const void
 qcclResult_t quant_dequantize(quant_isa_t isa, const quant_params_t* p, const void* src, size_t n,
                               qcclDataType_t type, void* dst);
 
+/* quant_dequantize, with non-temporal stores when stream is set (else
+ * ordinary ones): for a caller whose chunk is one of several that make a
+ * large output (quant_dequantize decides from n alone, at
+ * QUANT_STREAM_BYTES of output). */
+qcclResult_t quant_dequantize_nt(quant_isa_t isa, const quant_params_t* p, const void* src,
+                                 size_t n, qcclDataType_t type, void* dst, int stream);
+
 /* acc[i] = acc[i] + x'[i] for the n dequantized values x' of chunk src (f32
  * addition, one per element); an overflow block sets its acc elements to
  * NaN. Summing chunks in a fixed order gives the same bits everywhere. */

@@ -223,6 +223,11 @@ static void unrotate_block(const quant_run_t* r, float scale, float lo, const ui
 
 qcclResult_t quant_dequantize(quant_isa_t isa, const quant_params_t* p, const void* src, size_t n,
                               qcclDataType_t type, void* dst) {
+  return quant_dequantize_nt(isa, p, src, n, type, dst, n * type_size(type) >= QUANT_STREAM_BYTES);
+}
+
+qcclResult_t quant_dequantize_nt(quant_isa_t isa, const quant_params_t* p, const void* src,
+                                 size_t n, qcclDataType_t type, void* dst, int stream) {
   quant_run_t r;
   QCCL_CHECK(type_check(type, "destination type"));
   QCCL_CHECK(run_init(&r, isa, p, n, type != qcclFloat32));
@@ -231,7 +236,6 @@ qcclResult_t quant_dequantize(quant_isa_t isa, const quant_params_t* p, const vo
   const uint8_t* codes = s + r.hdr;
   size_t es = type_size(type), bsz = (size_t)p->block;
   size_t cb = qm_block_code_bytes(p->block, p->bits);
-  int stream = n * es >= QUANT_STREAM_BYTES;
   size_t b = 0;
   if (r.tmp == NULL && r.k->dequantize_f32 != NULL) {
     b = n / bsz; /* the full blocks */

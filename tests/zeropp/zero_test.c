@@ -27,11 +27,11 @@
  * Cases: qwZ and qgZ for f32 / f16 / bf16 x six quantization configs (int8
  * / int4, sym / asym, B in {32, 256, 4096}, rotation, stochastic rounding)
  * x counts {1, 1009, 2W*37+3}, in place or out of place and Sum or Avg by
- * turns, and one large count (999983, prime); determinism (second run, same bits; the gather equal
- * on every rank); hpZ (node gather equal to the forward gather, zero bytes across nodes, stale and
- * invalidated shards refused on every rank, int8 shards); qcclAllReduceQ (equal to qgZ + qwZ, in
- * place too); group buckets (equal to the packed single call); policy (plain calls quantized,
- * counted under the quantized slot); error feedback
+ * turns, and one large count (1048583, prime; the gather in two types); determinism (second run,
+ * same bits; the gather equal on every rank); hpZ (node gather equal to the forward gather, zero
+ * bytes across nodes, stale and invalidated shards refused on every rank, int8 shards);
+ * qcclAllReduceQ (equal to qgZ + qwZ, in place too); group buckets (equal to the packed single
+ * call); policy (plain calls quantized, counted under the quantized slot); error feedback
  * (--ef: the mean error over 100 reductions shrinks); bad arguments;
  * --bytes: inter-node bytes of qwZ / hpZ / qgZ against plain collectives
  * and the analytic volumes (printed for zero_bytes.sh).
@@ -800,10 +800,14 @@ int main(int argc, char** argv) {
       }
     }
   }
-  /* one large count per run (prime), type and config rotating with the variant */
+  /* one large count per run (prime), type and config rotating with the
+   * variant; the gather in two types: from 4 ranks its output passes the
+   * 8 MiB from which the dequantization streams (allgather_q.c), whose
+   * chunks then start off the 64-byte lines */
   const qcfg_t* ql = &g_cfgs[v % 6];
-  size_t large = t.quick ? 300007 : 999983;
+  size_t large = t.quick ? 300007 : 1048583;
   case_agq(&t, dts[v % 3], ql, large, v % 2);
+  case_agq(&t, dts[(v + 2) % 3], ql, large, (v + 1) % 2);
   case_rsq(&t, dts[(v + 1) % 3], ql, 8, large / (size_t)W + 1, qcclSum, (v + 1) % 2);
   case_arq(&t, (size_t)W * 1000);
   case_arq(&t, 2 * (size_t)W * 37 + 3);
