@@ -6,7 +6,11 @@
  * staging and reading overlap; it returns as soon as it has staged the last
  * chunk, and each other rank once it has read it (the slots are reused only
  * after every rank has read them: shm_test_chunk). Bytes: the root writes
- * the buffer once, each other rank reads it once.
+ * the buffer once, each other rank reads it once. The root's own copy
+ * (out of place) follows each chunk's staging, so the readers never wait
+ * for it; with single copy the whole of it follows the first publication
+ * (2 ranks 256 KiB-1 MiB: 0.64x the time; docs/PERF.md, "The root's own
+ * block last").
  *
  * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory, in
  * a call of CMA_BROADCAST_MIN_BYTES to CMA_BROADCAST_MAX_BYTES (and from
@@ -53,8 +57,10 @@ static qcclResult_t bcast_progress(plan_t* p) {
   for (;;) {
     switch (p->phase) {
       case BCAST_START: {
-        if (r == root) coll_copy(a->recvbuff, a->sendbuff, t->bytes);
-        if (comm->nranks == 1) return qcclSuccess;
+        if (comm->nranks == 1) {
+          coll_copy(a->recvbuff, a->sendbuff, t->bytes);
+          return qcclSuccess;
+        }
         /* always published (id 0: staged), so that no reader follows an
          * older call's address */
         shm_reg_t mapped;
@@ -89,6 +95,13 @@ static qcclResult_t bcast_progress(plan_t* p) {
         if (!t->cma) memcpy(shm_slot(s, root, t->g) + t->rot, (const char*)a->sendbuff + t->off, m);
         coll_stats_shm(comm, m);
         shm_post(s, 3 * t->g + 3);
+        /* the root's own copy once the readers may start: the whole
+         * buffer after the first single-copy publication, else each chunk
+         * after it was staged */
+        if (!t->cma)
+          coll_copy((char*)a->recvbuff + t->off, (const char*)a->sendbuff + t->off, m);
+        else if (t->chunks == 0)
+          coll_copy(a->recvbuff, a->sendbuff, t->bytes);
         t->off += s->chunk_bytes;
         t->chunks++;
         p->phase = BCAST_CHUNK;

@@ -11,8 +11,12 @@
  * address at every chunk instead of staging; each other rank reads its
  * whole block with process_vm_readv at the first chunk (the readers at
  * once, where staged the root copies every block alone) and only keeps
- * step at the later ones; that root returns only once every rank has
- * posted the last chunk, so its buffer outlives the reads. Otherwise no
+ * step at the later ones; that root copies its own block only after the
+ * first publication, while the readers read (first, it held them off by
+ * that copy: 4 ranks 1 MiB 50 -> 34 us, 2 ranks 0.63-0.76x the time from
+ * 64 KiB to 4 MiB; docs/PERF.md, "The root's own block last"), and returns
+ * only once every rank has posted the last chunk, so its buffer outlives
+ * the reads. Otherwise no
  * rank waits for the others at the end (the next call's chunk test
  * guards the slots).
  *
@@ -49,8 +53,10 @@ static qcclResult_t scatter_progress(plan_t* p) {
   for (;;) {
     switch (p->phase) {
       case SCATTER_START: {
-        if (r == root) coll_copy(out, in + (size_t)root * bytes, bytes);
-        if (w == 1) return qcclSuccess;
+        if (w == 1) {
+          coll_copy(out, in, bytes);
+          return qcclSuccess;
+        }
         /* always published (id 0: staged), so that no reader follows an
          * older call's address */
         shm_reg_t mapped;
@@ -58,6 +64,9 @@ static qcclResult_t scatter_progress(plan_t* p) {
         t->cma = r == root && cma_scatter_use(s, w, bytes) &&
                  !shm_reg_find(s, in, bytes * (size_t)w, &mapped) &&
                  cma_offer(s, in, bytes, 0, &t->reg);
+        /* staged, the root's own block first; read single copy, once the
+         * readers may start (SCATTER_ROOT_FREE) */
+        if (r == root && !t->cma) coll_copy(out, in + (size_t)root * bytes, bytes);
         t->have_all = 0; /* a reader that read its block single copy */
         t->off = t->chunks = 0;
         p->phase = SCATTER_CHUNK;
@@ -87,6 +96,7 @@ static qcclResult_t scatter_progress(plan_t* p) {
           if (j != root) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m);
         coll_stats_shm(comm, (size_t)(w - 1) * m);
         shm_post(s, 3 * t->g + 3);
+        if (t->cma && t->chunks == 0) coll_copy(out, in + (size_t)root * bytes, bytes);
         t->off += t->piece;
         t->chunks++;
         p->phase = SCATTER_CHUNK;
