@@ -21,8 +21,12 @@
  * other rank, once the root has posted the first chunk, writes its whole
  * block into it with process_vm_writev and then only keeps step. The
  * writers copy at once, on every core, where the root reading copies
- * every block alone. The root returns once every writer has posted, so
- * its buffer outlives the writes; a writer is done once it has written.
+ * every block alone. The root copies its own block only after that first
+ * post, while they write (first, it held every writer off by that copy:
+ * 4 ranks 1 MiB 54 -> 23 us, 4-16 MiB 0.64-0.71x the time, 8 ranks
+ * 0.78-0.91x; docs/PERF.md, "The root's own block last"). The root
+ * returns once every writer has posted, so its buffer outlives the
+ * writes; a writer is done once it has written.
  *
  * Plan: per chunk every rank waits for its slot to be free; the root then
  * waits for each peer's piece in turn (k: the next peer to read); a writer
@@ -68,8 +72,10 @@ static qcclResult_t gather_progress(plan_t* p) {
   for (;;) {
     switch (p->phase) {
       case GATHER_START: {
-        if (r == root) coll_copy(out + (size_t)root * bytes, in, bytes);
-        if (w == 1) return qcclSuccess;
+        if (w == 1) {
+          coll_copy(out, in, bytes);
+          return qcclSuccess;
+        }
         /* always published (id 0: staged), so that the root never follows
          * an older call's address */
         shm_reg_t mapped;
@@ -78,6 +84,9 @@ static qcclResult_t gather_progress(plan_t* p) {
         if (t->push && r == root) cma_offer(s, out, bytes, 0, &t->out_reg);
         t->cma = !t->push && r != root && cma_gather_use(s, w, bytes) &&
                  !shm_reg_find(s, in, bytes, &mapped) && cma_offer(s, in, bytes, 0, &t->reg);
+        /* the root's own block: first, while the others stage or publish;
+         * when they write, once they may start (GATHER_FREE) */
+        if (r == root && !t->push) coll_copy(out + (size_t)root * bytes, in, bytes);
         t->off = t->chunks = 0;
         p->phase = GATHER_CHUNK;
         break;
@@ -108,6 +117,7 @@ static qcclResult_t gather_progress(plan_t* p) {
         }
         shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
         shm_post(s, 3 * t->g + 1);
+        if (t->push && t->off == 0) coll_copy(out + (size_t)root * bytes, in, bytes);
         t->k = 1;
         p->phase = GATHER_READ;
         break;
