@@ -28,6 +28,7 @@
 #include "collectives/coll.h"
 #include "collectives/node.h"
 #include "core/dtype.h"
+#include "core/memcopy.h"
 #include "core/log.h"
 #include "collectives/engine.h"
 #include "collectives/zeropp/zpp.h"
@@ -285,7 +286,10 @@ static qcclResult_t sec_progress(plan_t* p) {
         if (!s->quant) {
           memcpy(out, src, m * es);
         } else if (m == s->part) {
-          QCCL_CHECK(quant_dequantize(t->isa, &s->sp, src, s->part, s->dt, out));
+          /* streaming stores from the whole output's size, as the plain
+           * gather and qwZ (allgather_q.c), not from each slice's */
+          QCCL_CHECK(quant_dequantize_nt(t->isa, &s->sp, src, s->part, s->dt, out,
+                                         L * s->part * es >= COPY_STREAM_MIN_TOTAL));
         } else {
           if (tmp == NULL) QCCL_CHECK(zpp_scratch(comm, 3, s->part * es, (void**)&tmp));
           QCCL_CHECK(quant_dequantize(t->isa, &s->sp, src, s->part, s->dt, tmp));
