@@ -13,7 +13,8 @@
  * memory, the two-copy schedule below reads the pieces in place.
  *
  * Single copy (cma.h), inside the same chunks: a rank whose sendbuff is not
- * qcclMemAlloc memory, with pieces from the single-copy threshold up,
+ * qcclMemAlloc memory, with pieces from AlltoAll's single-copy threshold
+ * up (cma_a2a_use: 16 KiB, also where the ranks outnumber the cores),
  * publishes its sendbuff's address instead of staging; rank r reads piece
  * r of that peer's sendbuff straight into block j of its recvbuff with
  * process_vm_readv at the first chunk, and the owner returns only once
@@ -21,7 +22,7 @@
  *
  * In both, the own block goes straight from sendbuff to recvbuff.
  *
- * Where single copy applies (cma_use of the piece per peer: the segment's
+ * Where single copy applies (cma_a2a_use of the piece per peer: the segment's
  * and the count's, so every rank decides alike) every rank reads every
  * piece whole in the first chunk, its own buffer's or a mapped one's, and
  * the chunks after it would only keep step: the call is then one chunk,
@@ -101,9 +102,9 @@ static qcclResult_t a2a_progress(plan_t* p) {
         /* qcclMemAlloc memory: the peers read their pieces where they are */
         t->mapped = shm_reg_find(s, in, bytes * (size_t)w, &t->reg);
         /* else, from CMA's threshold: the peers read their pieces single copy */
-        t->direct = t->mapped || cma_offer(s, in, bytes, 0, &t->reg);
+        t->direct = t->mapped || cma_a2a_offer(s, in, bytes, &t->reg);
         /* every rank reads whole pieces in the first chunk: one chunk */
-        t->span = cma_use(s, bytes) ? bytes : t->piece;
+        t->span = cma_a2a_use(s, bytes) ? bytes : t->piece;
         piece = t->span;
         t->job = (share_job_t){in, out, bytes, 1, 0};
         t->off = 0;

@@ -75,7 +75,7 @@ static double cma_speed(shm_t* s) {
 
 qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   int w = s->nranks;
-  s->cma_min = 0;
+  s->cma_min = s->cma_a2a_min = 0;
   int64_t min;
   int chosen = env_get("QCCL_CMA_MIN_BYTES") != NULL;
   QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES",
@@ -103,26 +103,28 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
    * probed (the variable chose, or single copy is off anyway) */
   int64_t speed = -1;
   if (ok && min > 0 && !chosen) speed = (int64_t)(cma_speed(s) * 1000 + 0.5);
-  int64_t* all = calloc((size_t)w * 3, sizeof *all);
+  int64_t* all = calloc((size_t)w * 4, sizeof *all);
   if (!all) return QCCL_ERR(qcclSystemError, "out of memory");
-  all[3 * s->rank] = ok;
-  all[3 * s->rank + 1] = min;
-  all[3 * s->rank + 2] = speed;
+  all[4 * s->rank] = ok;
+  all[4 * s->rank + 1] = min;
+  all[4 * s->rank + 2] = speed;
+  all[4 * s->rank + 3] = chosen;
   /* agree: single copy when every rank can read every other, none turned
    * it off and the slowest kernel copy is fast enough; the largest
    * threshold wins. Also the barrier after which no peer reads this rank's
    * probe buffer. */
-  qcclResult_t r = boot_allgather(boot, all, 3 * sizeof *all);
+  qcclResult_t r = boot_allgather(boot, all, 4 * sizeof *all);
   free(s->cma_buf);
   s->cma_buf = NULL;
   if (r == qcclSuccess) {
-    int64_t agreed = min, readable = 1, slowest = -1;
+    int64_t agreed = min, readable = 1, slowest = -1, any_chosen = 0;
     for (int j = 0; j < w; j++) {
-      if (!all[3 * j]) readable = 0;
-      if (!all[3 * j] || all[3 * j + 1] == 0) agreed = 0;
-      if (agreed > 0 && all[3 * j + 1] > agreed) agreed = all[3 * j + 1];
-      if (all[3 * j + 2] >= 0 && (slowest < 0 || all[3 * j + 2] < slowest))
-        slowest = all[3 * j + 2];
+      if (!all[4 * j]) readable = 0;
+      if (!all[4 * j] || all[4 * j + 1] == 0) agreed = 0;
+      if (agreed > 0 && all[4 * j + 1] > agreed) agreed = all[4 * j + 1];
+      if (all[4 * j + 2] >= 0 && (slowest < 0 || all[4 * j + 2] < slowest))
+        slowest = all[4 * j + 2];
+      if (all[4 * j + 3]) any_chosen = 1;
     }
     double ratio = (double)slowest / 1000;
     s->peers_readable = (int)readable;
@@ -136,6 +138,8 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
       return qcclSuccess;
     }
     s->cma_min = (size_t)agreed;
+    s->cma_a2a_min =
+        any_chosen || (size_t)agreed < CMA_MIN_BYTES_ROOMY ? (size_t)agreed : CMA_MIN_BYTES_ROOMY;
     char speed_txt[64] = "speed not probed";
     char fit_txt[160] = "exchanges";
     if (!shm_roomy(s))
@@ -147,29 +151,40 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
       snprintf(speed_txt, sizeof speed_txt, "kernel copy at %.2f of memcpy's speed", ratio);
     QCCL_INFO(
         LOG_SHM,
-        "rank %d: single copy (CMA) %s (%s), from %lld bytes per peer (AlltoAll, Scatter (up to "
-        "%zu per block on 2 ranks); AllGather on %d ranks or fewer, up to %zu bytes per block; "
+        "rank %d: single copy (CMA) %s (%s), from %lld bytes per peer (AlltoAll from %zu, Scatter "
+        "(up to %zu per block on 2 ranks); AllGather on %d ranks or fewer, up to %zu bytes per "
+        "block; "
         "Gather from %zu bytes per block, up to %zu on 2 ranks, up to %zu in all on more, "
         "where the others write into the root's buffer once they send %zu in all; Reduce "
         "on 2 ranks in calls of %zu-%zu bytes; sends "
         "larger than the "
         "%zu-byte ring, and %s); qcclMemAlloc "
         "buffers are read in place",
-        s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, CMA_SCATTER_MAX2_BYTES,
-        CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES, CMA_GATHER_MIN_BYTES,
-        CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL, CMA_GATHER_PUSH_MIN_MOVED,
-        CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES, s->chan_bytes, fit_txt);
+        s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, s->cma_a2a_min,
+        CMA_SCATTER_MAX2_BYTES, CMA_ALLGATHER_MAX_RANKS, CMA_ALLGATHER_MAX_BYTES,
+        CMA_GATHER_MIN_BYTES, CMA_GATHER_MAX2_BYTES, CMA_GATHER_MAX_TOTAL,
+        CMA_GATHER_PUSH_MIN_MOVED, CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES, s->chan_bytes,
+        fit_txt);
   }
   free(all);
   return r;
 }
 
-int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg) {
-  if (!cma_use(s, block) || (max > 0 && block > max)) return 0;
+/* reg set to "read buf single copy"; 1. */
+static int cma_publish(const void* buf, shm_reg_t* reg) {
   reg->id = SHM_REG_CMA;
   reg->off = (uint64_t)(uintptr_t)buf;
   reg->fd = -1;
   return 1;
+}
+
+int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg) {
+  if (!cma_use(s, block) || (max > 0 && block > max)) return 0;
+  return cma_publish(buf, reg);
+}
+
+int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg) {
+  return cma_a2a_use(s, block) && cma_publish(buf, reg);
 }
 
 /* The error of a failed single-copy transfer with peer: another rank's

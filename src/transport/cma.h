@@ -128,6 +128,19 @@ static inline int cma_use(const shm_t* s, size_t bytes) {
   return s->cma_min > 0 && bytes >= s->cma_min;
 }
 
+/* AlltoAll (alltoall.c): single copy from CMA_MIN_BYTES_ROOMY per peer on
+ * any host where single copy is on, unless QCCL_CMA_MIN_BYTES chose the
+ * threshold (then that one). Every rank reads W-1 pieces and each piece
+ * is read once, so the oversubscribed host's reason for 64 KiB (an owner
+ * waiting for readers that may not run) costs less than the second copy:
+ * on 8 ranks of 2 cores calls of 128 and 256 KiB (16 and 32 KiB pieces)
+ * took 0.63-0.78x the staged time, on 4 ranks 128 KiB 0.80x and 64 KiB
+ * 1.03x (16 KiB pieces); 4-8 KiB pieces lost (8 ranks 32 KiB: 1.9x)
+ * (docs/PERF.md, "AlltoAll single copy from 16 KiB"). */
+static inline int cma_a2a_use(const shm_t* s, size_t bytes) {
+  return s->cma_a2a_min > 0 && bytes >= s->cma_a2a_min;
+}
+
 /* Scatter (scatter.c): the readers read their blocks single copy from CMA's
  * threshold, at most CMA_SCATTER_MAX2_BYTES per block on 2 ranks. On 2
  * ranks blocks of 128-512 KiB took 0.57-0.64x the staged time, 2 MiB
@@ -218,6 +231,9 @@ static inline int cma_p2p_use(const shm_t* s, size_t bytes, size_t header) {
  * slots; else 0. Each rank decides for its own buffer; readers follow what
  * each peer published. */
 int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg);
+
+/* cma_offer for AlltoAll: from its own threshold (cma_a2a_use). */
+int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg);
 
 /* A send whose call also receives from the same peer (an exchange,
  * MPI_Sendrecv's pattern: qccl-perf's sendrecv on 2 ranks, a pairwise

@@ -118,6 +118,7 @@ typedef struct shm {
   double next_move;      /* clock_now() from which a wait may move off a shared CPU */
   uint32_t balance_tick; /* waits since the last look at the ranks' spread (shm.c) */
   size_t cma_min;        /* smallest per-peer block sent single copy, 0 = never */
+  size_t cma_a2a_min;    /* AlltoAll's (cma.h, cma_a2a_use), 0 = never */
   size_t handoff_nt;     /* calls of at least this many bytes hand off through memory */
   size_t share_min;      /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t* cma_buf;     /* what peers read to probe CMA (cma.c; freed by it) */
