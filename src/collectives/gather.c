@@ -7,26 +7,21 @@
  * posted their last chunk (the next call's chunk test guards their
  * slots); the root returns once it has read every chunk.
  *
- * Single copy (cma.h): a rank whose sendbuff is not qcclMemAlloc memory,
- * with blocks in the range cma_gather_use names, publishes its
- * address at every chunk instead of staging, and the root reads that
- * rank's whole block with process_vm_readv at the first chunk (one copy of
- * every byte instead of two). Each rank decides for its own buffer; the
- * root follows what each published. A rank that offered its buffer returns
- * only once all have posted the last chunk, so it outlives its reader.
- *
- * Written by the others (cma.h, cma_gather_push_use: more than 2 ranks,
- * larger calls; every rank decides alike from the size and the agreed
- * threshold): the root publishes its recvbuff at every chunk, and every
- * other rank, once the root has posted the first chunk, writes its whole
- * block into it with process_vm_writev and then only keeps step. The
- * writers copy at once, on every core, where the root reading copies
- * every block alone. The root copies its own block only after that first
- * post, while they write (first, it held every writer off by that copy:
- * 4 ranks 1 MiB 54 -> 23 us, 4-16 MiB 0.64-0.71x the time, 8 ranks
- * 0.78-0.91x; docs/PERF.md, "The root's own block last"). The root
- * returns once every writer has posted, so its buffer outlives the
- * writes; a writer is done once it has written.
+ * Single copy, written by the others (cma.h, cma_gather_push_use: from
+ * CMA's threshold, on 2 ranks at any size, on more in larger calls;
+ * every rank decides alike from the size and the agreed threshold): the
+ * root publishes its recvbuff at every chunk, and every other rank, once
+ * the root has posted the first chunk, writes its whole block into it
+ * with process_vm_writev and then only keeps step. The writers copy at
+ * once, on every core, where a root reading them single copy (the only
+ * single-copy Gather until 2026-12-05) copied every block alone. The root
+ * copies its own block only after that first post, while they write
+ * (first, it held every writer off by that copy: 4 ranks 1 MiB 54 -> 23
+ * us, 4-16 MiB 0.64-0.71x the time, 8 ranks 0.78-0.91x; docs/PERF.md,
+ * "The root's own block last"); with that, writing beat the root's reads
+ * wherever these had been chosen (2 ranks, 4 ranks at 512 KiB), and they
+ * are gone. The root returns once every writer has posted, so its buffer
+ * outlives the writes; a writer is done once it has written.
  *
  * Plan: per chunk every rank waits for its slot to be free; the root then
  * waits for each peer's piece in turn (k: the next peer to read); a writer
@@ -41,8 +36,8 @@ typedef struct {
   plan_t p;
   size_t bytes;
   /* the call's */
-  shm_reg_t reg, out_reg;
-  int cma, push, k;
+  shm_reg_t out_reg;
+  int push, k;
   size_t off, chunks;
   size_t rot; /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
@@ -78,12 +73,9 @@ static qcclResult_t gather_progress(plan_t* p) {
         }
         /* always published (id 0: staged), so that the root never follows
          * an older call's address */
-        shm_reg_t mapped;
-        t->reg = t->out_reg = (shm_reg_t){0, 0, -1};
+        t->out_reg = (shm_reg_t){0, 0, -1};
         t->push = cma_gather_push_use(s, w, bytes);
         if (t->push && r == root) cma_offer(s, out, bytes, 0, &t->out_reg);
-        t->cma = !t->push && r != root && cma_gather_use(s, w, bytes) &&
-                 !shm_reg_find(s, in, bytes, &mapped) && cma_offer(s, in, bytes, 0, &t->reg);
         /* the root's own block: first, while the others stage or publish;
          * when they write, once they may start (GATHER_FREE) */
         if (r == root && !t->push) coll_copy(out + (size_t)root * bytes, in, bytes);
@@ -109,8 +101,7 @@ static qcclResult_t gather_progress(plan_t* p) {
           break;
         }
         if (r != root) {
-          shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
-          if (!t->cma) memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
+          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
           coll_stats_shm(comm, m);
           if (gather_chunk_done(p, t, s)) return qcclInProgress;
           break;
@@ -143,12 +134,6 @@ static qcclResult_t gather_progress(plan_t* p) {
           int j = (r + t->k) % w;
           PLAN_TEST(p, shm_test_rank(s, j, 3 * t->g + 1));
           if (t->push) continue; /* j wrote its block before posting */
-          uintptr_t at;
-          if (shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
-            /* single copy: the whole block at the first chunk */
-            if (t->off == 0) QCCL_CHECK(cma_read_from(s, j, at, out + (size_t)j * bytes, bytes));
-            continue;
-          }
           copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + t->rot, m,
                    bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
         }
@@ -156,10 +141,10 @@ static qcclResult_t gather_progress(plan_t* p) {
         break;
       }
       case GATHER_END:
-        /* a staged rank is done once it has posted (its slot is guarded by
-         * the next call's chunk test); a buffer read single copy must
-         * outlive the root's read */
-        if (r == root || t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
+        /* a staged rank or a writer is done once it has posted (its slot
+         * is guarded by the next call's chunk test); the root once every
+         * rank has (its buffer must outlive the writes) */
+        if (r == root) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
         return qcclSuccess;
       default:
         return QCCL_ERR(qcclInternalError, "gather: phase %d", p->phase);

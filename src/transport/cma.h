@@ -152,43 +152,30 @@ static inline int cma_a2a_use(const shm_t* s, size_t bytes) {
 static inline int cma_scatter_use(const shm_t* s, int nranks, size_t block) {
   return cma_use(s, block) && (nranks > 2 || block <= CMA_SCATTER_MAX2_BYTES);
 }
-/* Gather (gather.c): the root reads blocks from CMA_GATHER_MIN_BYTES
- * single copy; on 2 ranks up to CMA_GATHER_MAX2_BYTES per block, on more
- * while the call moves at most CMA_GATHER_MAX_TOTAL bytes in all. On 2
- * ranks 256 KiB-1 MiB calls (128-512 KiB blocks) took 0.65-0.85x the
- * staged time, 4-64 MiB 1.05-1.44x: the root copies every block alone
- * either way, and staged the peer's copy runs on the other core at the
- * same time. On 4 and 8 ranks calls of 1-32 MiB took 0.71-1.02x in two
- * series on two Intel guests, 64 MiB 1.34-1.78x whatever the block (8 MiB
- * blocks: 0.89x on 4 ranks, 1.34x on 8): a call larger than the caches
- * hold goes at the speed of the root's reads alone, where staged the peers'
- * copies overlap them (docs/PERF.md, "Single copy for rooted calls and
- * sends" and "Gather single copy on more ranks") */
-#define CMA_GATHER_MIN_BYTES ((size_t)128 << 10)
-#define CMA_GATHER_MAX2_BYTES ((size_t)512 << 10)
-#define CMA_GATHER_MAX_TOTAL ((size_t)32 << 20)
-static inline int cma_gather_use(const shm_t* s, int nranks, size_t block) {
-  if (!cma_use(s, block) || block < CMA_GATHER_MIN_BYTES) return 0;
-  return nranks > 2 ? block <= CMA_GATHER_MAX_TOTAL / (size_t)nranks
-                    : block <= CMA_GATHER_MAX2_BYTES;
-}
-
-/* Gather on more than 2 ranks (gather.c), blocks from CMA's threshold in
- * calls where the other ranks send at least CMA_GATHER_PUSH_MIN_MOVED
- * bytes in all: the root publishes its recvbuff and every other rank
- * writes its block into it with process_vm_writev, the writers at once,
- * where the root reading them (above) copies every block alone. On the
+/* Gather (gather.c), blocks from CMA's threshold, on 2 ranks at any size
+ * and on more in calls where the other ranks send at least
+ * CMA_GATHER_PUSH_MIN_MOVED bytes in all: the root publishes its recvbuff
+ * and every other rank writes its block into it with process_vm_writev,
+ * the writers at once, where the root reading them (above) copies every
+ * block alone. Since the root copies its own block after its first post
+ * (while they write; before, every writer waited for that copy), 2 ranks
+ * took 0.63-0.89x the time of the root's reads or of staging from 64 KiB
+ * to 512 KiB and 0.41-0.73x from 1 to 64 MiB, and 4 ranks 0.66x at 512
+ * KiB (three 128 KiB blocks) but 1.48x at 256 KiB (three of 64 KiB), so
+ * the floor went from 448 to 256 KiB, and the root's single-copy reads
+ * (chosen before on 2 ranks for 128-512 KiB blocks, on more where the
+ * writers were not) are gone (docs/PERF.md, "Gather on 2 ranks: the
+ * other writes"). Measured before that change, on the
  * 2-vCPU Xeon guest (7 interleaved rounds, -n 20 -w 5) 8 ranks took
  * 0.50-0.60x the time of the root's reads (or of staging) at 512 KiB-2
  * MiB, 0.60-0.62x at 4-16 MiB and 0.81x at 64 MiB; 4 ranks 0.80-0.87x at
  * 1-4 MiB, 0.66-0.68x at 16 MiB (5 rounds) and 0.97x at 64 MiB, but 1.22-
  * 1.24x at 512 KiB, where the root reads its three 128 KiB blocks in cache
- * at 19 GB/s (docs/PERF.md, "Gather: the other ranks write"). The 64 MiB
- * calls, above CMA_GATHER_MAX_TOTAL, were staged before. */
-#define CMA_GATHER_PUSH_MIN_MOVED ((size_t)448 << 10)
+ * at 19 GB/s (docs/PERF.md, "Gather: the other ranks write"). */
+#define CMA_GATHER_PUSH_MIN_MOVED ((size_t)256 << 10)
 static inline int cma_gather_push_use(const shm_t* s, int nranks, size_t block) {
-  return nranks > 2 && cma_use(s, block) &&
-         (size_t)(nranks - 1) * block >= CMA_GATHER_PUSH_MIN_MOVED;
+  return cma_use(s, block) &&
+         (nranks == 2 || (size_t)(nranks - 1) * block >= CMA_GATHER_PUSH_MIN_MOVED);
 }
 
 /* Reduce (reduce.c), on 2 ranks only, calls of CMA_REDUCE_MIN2_BYTES to
