@@ -11,7 +11,15 @@
  * others return once their parts are posted.
  *
  * How many ranks reduce (reduce_reducers): on a host with more ranks than
- * cores but at most twice as many, only as many as the cores do, the root
+ * cores, calls up to REDUCE_ONE_OVER_MAX_BYTES have one reducer, the root,
+ * and the others stage their whole chunk and go on: each wait of a rank
+ * there is a round of the scheduler, and one rank that waits once for all
+ * beat reducers that each wait for every stage (4 ranks on 2 cores 16 KiB-
+ * 1 MiB 0.39-0.64x the time of two reducers, 4 MiB 1.03x; 8 ranks 64 KiB-
+ * 2 MiB 0.57-0.91x the time of eight, 4-16 MiB 1.05-1.07x; docs/PERF.md,
+ * "One reducer where the ranks outnumber the cores"). Above that, on a
+ * host with more ranks than cores but at most twice as many, only as many
+ * as the cores reduce, the root
  * and the ranks after it, each a part of 1/cores; the others stage their
  * whole chunk and go on, with no wait for the rest. Every rank that
  * reduces waits for every stage, and on 2 cores each such wait of 3 or 4
@@ -59,11 +67,14 @@
 #include "transport/cma.h"
 
 /* How many ranks reduce a call of bytes (see the top): one, the root, on 2
- * ranks up to REDUCE_ONE_MAX_BYTES; the cores, when there are more ranks
- * than cores but at most twice as many; else every rank. */
+ * ranks up to REDUCE_ONE_MAX_BYTES and where there are more ranks than
+ * cores up to REDUCE_ONE_OVER_MAX_BYTES; the cores, when there are more
+ * ranks than cores but at most twice as many; else every rank. */
 #define REDUCE_ONE_MAX_BYTES ((size_t)16 << 20)
+#define REDUCE_ONE_OVER_MAX_BYTES ((size_t)2 << 20)
 static int reduce_reducers(const shm_t* s, int w, size_t bytes) {
   if (w == 2 && bytes <= REDUCE_ONE_MAX_BYTES) return 1;
+  if (w > s->ncores && bytes <= REDUCE_ONE_OVER_MAX_BYTES) return 1;
   return w > s->ncores && w <= 2 * s->ncores ? s->ncores : w;
 }
 
@@ -140,7 +151,8 @@ static qcclResult_t reduce_progress(plan_t* p) {
         }
         nred = t->nred = reduce_reducers(s, w, a->count * es);
         t->publish = nred == 1 && cma_reduce_use(s, w, a->count * es);
-        t->halves = nred == 1 && !t->publish && a->count * es >= REDUCE_HALVES_MIN_BYTES;
+        /* halves: the one reducer of 2 ranks (its peer is 1 - r) */
+        t->halves = nred == 1 && w == 2 && !t->publish && a->count * es >= REDUCE_HALVES_MIN_BYTES;
         t->reg = (shm_reg_t){0, 0, -1};
         shm_reg_t mapped;
         t->cma = t->publish && r != root && !shm_reg_find(s, in, a->count * es, &mapped) &&
