@@ -8,9 +8,10 @@
  * after every rank has read them: shm_test_chunk). Bytes: the root writes
  * the buffer once, each other rank reads it once. The root's own copy
  * (out of place) follows each chunk's staging, so the readers never wait
- * for it; with single copy the whole of it follows the first publication
- * (2 ranks 256 KiB-1 MiB: 0.64x the time; docs/PERF.md, "The root's own
- * block last").
+ * for it (2 ranks 4-64 MiB: 0.81-0.87x the time; 4 ranks within the
+ * noise); with single copy the whole of it follows the first publication
+ * (2 ranks 256 KiB-1 MiB: 0.64-0.65x; docs/PERF.md, "The root's own block
+ * last").
  *
  * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory, in
  * a call of CMA_BROADCAST_MIN_BYTES to CMA_BROADCAST_MAX_BYTES (and from

@@ -16,7 +16,7 @@
  * there is a round of the scheduler, and one rank that waits once for all
  * beat reducers that each wait for every stage (4 ranks on 2 cores 16 KiB-
  * 1 MiB 0.39-0.64x the time of two reducers, 4 MiB 1.03x; 8 ranks 64 KiB-
- * 2 MiB 0.57-0.91x the time of eight, 4-16 MiB 1.05-1.07x; docs/PERF.md,
+ * 2 MiB 0.57-0.91x the time of eight, 4-16 MiB 1.05-1.08x; docs/PERF.md,
  * "One reducer where the ranks outnumber the cores"). Above that, on a
  * host with more ranks than cores but at most twice as many, only as many
  * as the cores reduce, the root

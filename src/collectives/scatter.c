@@ -13,7 +13,7 @@
  * once, where staged the root copies every block alone) and only keeps
  * step at the later ones; that root copies its own block only after the
  * first publication, while the readers read (first, it held them off by
- * that copy: 4 ranks 1 MiB 50 -> 34 us, 2 ranks 0.63-0.76x the time from
+ * that copy: 4 ranks 1 MiB 50 -> 34 us, 2 ranks 0.59-0.76x the time from
  * 64 KiB to 4 MiB; docs/PERF.md, "The root's own block last"), and returns
  * only once every rank has posted the last chunk, so its buffer outlives
  * the reads. Otherwise no

@@ -156,11 +156,11 @@ static inline int cma_scatter_use(const shm_t* s, int nranks, size_t block) {
  * and on more in calls where the other ranks send at least
  * CMA_GATHER_PUSH_MIN_MOVED bytes in all: the root publishes its recvbuff
  * and every other rank writes its block into it with process_vm_writev,
- * the writers at once, where the root reading them (above) copies every
- * block alone. Since the root copies its own block after its first post
- * (while they write; before, every writer waited for that copy), 2 ranks
- * took 0.63-0.89x the time of the root's reads or of staging from 64 KiB
- * to 512 KiB and 0.41-0.73x from 1 to 64 MiB, and 4 ranks 0.66x at 512
+ * the writers at once, where a root reading them single copy copied
+ * every block alone. Since the root copies its own block after its first
+ * post (while they write; before, every writer waited for that copy), 2
+ * ranks took 0.64-0.89x the time of the root's reads or of staging from 64
+ * KiB to 512 KiB and 0.41-0.73x from 1 to 64 MiB, and 4 ranks 0.66x at 512
  * KiB (three 128 KiB blocks) but 1.48x at 256 KiB (three of 64 KiB), so
  * the floor went from 448 to 256 KiB, and the root's single-copy reads
  * (chosen before on 2 ranks for 128-512 KiB blocks, on more where the

@@ -37,7 +37,7 @@
  * from the whole output's size, as the plain all-gather decides
  * (memcopy.h), not from each chunk's (quant_dequantize's rule: a 16 MiB
  * output of 4 ranks is 4 chunks of 4 MiB, under it, and the ordinary
- * stores' read for ownership of every line cost 1.4x the plain gather's
+ * stores' read for ownership of every line cost 1.5x the plain gather's
  * time; docs/PERF.md, "The quantized gather's stores"). */
 static int agq_stream(qcclComm_t comm, const coll_args_t* a) {
   return a->count * (size_t)comm->nranks * dtype_size(a->datatype) >= COPY_STREAM_MIN_TOTAL;
@@ -170,12 +170,12 @@ static qcclResult_t agq_post_done(hier_pipe_t* hp, int k) {
   size_t off, m, cb, es = dtype_size(a->datatype);
   agq_extent(h, k, &off, &m, &cb);
   const topo_rankmap_t* map = hp->p.comm->rankmap;
+  int nt = agq_stream(hp->p.comm, a);
   for (int l = 0; l < h->L; l++)
     for (int n = 0; n < h->N; n++) {
       size_t r = (size_t)topo_rankmap_rank_at(map, n, l); /* nodes are equal here */
       QCCL_CHECK(quant_dequantize_nt(h->isa, &h->p, agq_slot(h, k, n, l, cb), m, a->datatype,
-                                     (char*)a->recvbuff + (r * a->count + off) * es,
-                                     agq_stream(hp->p.comm, a)));
+                                     (char*)a->recvbuff + (r * a->count + off) * es, nt));
     }
   return qcclSuccess;
 }
@@ -260,11 +260,12 @@ static qcclResult_t agq_progress(plan_t* pp) {
       PLAN_FALLTHROUGH;
     case AGQ_GATHER:
       PLAN_TEST(pp, plan_seq_step(&t->z.s, t->gather));
-      if (!t->z.key.plain && !t->pipe)
+      if (!t->z.key.plain && !t->pipe) {
+        int nt = agq_stream(comm, a);
         for (size_t j = 0; j < w; j++)
           QCCL_CHECK(quant_dequantize_nt(t->isa, &t->p, t->buf + j * t->cb, a->count, a->datatype,
-                                         (char*)a->recvbuff + j * a->count * es,
-                                         agq_stream(comm, a)));
+                                         (char*)a->recvbuff + j * a->count * es, nt));
+      }
       if (t->z.sec != NULL) QCCL_CHECK(zpp_secondary_fill(t->z.sec, a->recvbuff, t->z.gen));
       return qcclSuccess;
   }
