@@ -238,7 +238,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   int rank = boot_rank(boot), w = boot_nranks(boot);
   char* names = calloc((size_t)w, SHM_NAME_BYTES);
   shm_t* s = calloc(1, sizeof *s);
-  uint64_t* tail_seen = calloc((size_t)w, sizeof *tail_seen);
+  uint64_t* tail_seen = calloc(2 * (size_t)w, sizeof *tail_seen); /* and p2p_key */
   if (!s || !names || !tail_seen) {
     free(s);
     free(names);
@@ -258,6 +258,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   s->rank = rank;
   s->nranks = w;
   s->tail_seen = tail_seen;
+  s->p2p_key = tail_seen + w;
   s->chunk_bytes = (size_t)chunk & ~(size_t)63;
   s->chan_bytes = (size_t)chan;
   s->timeout = timeout;
@@ -301,10 +302,14 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
     s->ctrl[rank].cma_probe = (uintptr_t)s->cma_buf;
     s->ctrl[rank].cma_value = *s->cma_buf;
   }
+  uint64_t key;
+  QCCL_CHECK_GOTO(boot_random(&key, sizeof key), r, fail_unlink);
+  s->ctrl[rank].p2p_key = key | 1;
   /* every rank has attached after this barrier: a name can go */
   r = boot_barrier(boot);
   if (rank == 0 && named) shm_unlink(names);
   if (r != qcclSuccess) goto fail;
+  for (int i = 0; i < w; i++) s->p2p_key[i] = s->ctrl[i].p2p_key;
   if (w > 1) QCCL_CHECK_GOTO(cma_probe(s, boot), r, fail);
   shm_warm(s);
   QCCL_INFO(LOG_SHM, "rank %d attached %s: %zu bytes, chunk %zu, p2p ring %zu", rank, names,

@@ -58,7 +58,11 @@ typedef struct {
   /* shared calls (collectives/shared_copy.c): the next unclaimed task of
    * the queue that fills this rank's recvbuff */
   _Atomic uint64_t share_next;
-  char pad[3 * SHM_LINE - 144];
+  /* this rank's point-to-point key: its headers' stamps are their ring
+   * positions xor it (shm_p2p.c); random, odd, set before the attach
+   * barrier */
+  uint64_t p2p_key;
+  char pad[3 * SHM_LINE - 152];
   /* the agreement check of the user's calls (collectives/agree.c): call c
    * publishes its record in check_rec[c % 2], then check_seq = c + 1 */
   _Atomic uint64_t check_seq;
@@ -150,6 +154,9 @@ typedef struct shm {
    * send reads the receiver's tail again only when that leaves too little
    * room (shm_p2p.c) */
   uint64_t* tail_seen;
+  /* [nranks]: each rank's p2p_key, read once after the attach barrier
+   * (the second half of tail_seen's allocation) */
+  uint64_t* p2p_key;
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;

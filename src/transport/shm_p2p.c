@@ -6,9 +6,21 @@
  * and tail (bytes the receiver consumed). A message is a 64-byte header
  * (magic, kind, byte count, address; one cache line) and its payload,
  * padded to whole lines, pushed into the ring as space frees up: header
- * and payload under one update of head when the ring has room for both
- * (a 4 KiB exchange between 2 ranks: 1.36 us a call with a 24-byte header
- * and separate updates, 1.23 so, Xeon guest). The receiver checks the
+ * and payload at once when the ring has room for both (a 4 KiB exchange
+ * between 2 ranks: 1.36 us a call with a 24-byte header and separate
+ * updates, 1.23 so, Xeon guest).
+ *
+ * The receiver finds a header by its stamp, the header line's last word,
+ * which the sender writes last (after the payload of a whole message): the
+ * header's ring position xor the sender's random key (shm.h, p2p_key), so
+ * neither an older header nor payload bytes left at that place can pass
+ * for it (but with odds of 2^-64). A whole message is then read without a
+ * look at head: one line crosses the cores before the payload, where
+ * polling head and then reading the header took two in turn (SendRecv on
+ * 2 ranks: docs/PERF.md, "A header found by its stamp"). Head still
+ * counts every byte, for a payload that follows its header in pieces (a
+ * message larger than half the ring, or one the ring had no room for).
+ * The receiver checks the
  * header against its own size, so a mismatch is an error, not corruption,
  * and the receiver says so in the pair's control line (refused), so a
  * sender blocked on a full ring fails at once too. Each byte crosses
@@ -57,6 +69,8 @@
  * ring and no line holds the ends of two messages */
 #define P2P_HDR 64
 #define P2P_LINE 64
+#define P2P_WHOLE_AT 32            /* u32: 1 when the payload came with the header */
+#define P2P_STAMP_AT (P2P_HDR - 8) /* u64: the stamp, written last */
 enum { P2P_STAGED = 0, P2P_CMA = 1 };
 
 typedef struct {
@@ -117,6 +131,81 @@ static size_t shm_push2(shm_t* s, int peer, const void* buf, size_t n, const voi
 
 static size_t shm_push(shm_t* s, int peer, const void* buf, size_t n) {
   return shm_push2(s, peer, buf, n, NULL, 0, 0);
+}
+
+/* The stamp of the header at ring position pos of src's rings. */
+static inline uint64_t shm_stamp(const shm_t* s, int src, uint64_t pos) {
+  return pos ^ s->p2p_key[src];
+}
+
+static inline _Atomic uint64_t* shm_stamp_word(char* line) {
+  return (_Atomic uint64_t*)(void*)(line + P2P_STAMP_AT);
+}
+
+/* Publishes header hdr at head, with the payload (n bytes of buf, then pad)
+ * before it where whole allows and the ring has room for all: the
+ * payload, the header, then its stamp, then head. Returns the ring bytes
+ * published: 0 (no room for the header), P2P_HDR, or all of it. */
+static size_t shm_push_header(shm_t* s, int peer, unsigned char* hdr, const void* buf, size_t n,
+                              size_t pad, int whole) {
+  shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, peer);
+  char* ring = shm_chan_data(s, s->rank, peer);
+  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+  size_t need = P2P_HDR + (whole ? n + pad : 0);
+  uint64_t tail = s->tail_seen[peer];
+  if (s->chan_bytes - (size_t)(head - tail) < need) {
+    tail = atomic_load_explicit(&c->tail, memory_order_acquire);
+    s->tail_seen[peer] = tail;
+  }
+  size_t space = s->chan_bytes - (size_t)(head - tail);
+  if (space < P2P_HDR) return 0;
+  whole = whole && space >= need;
+  if (whole) shm_ring_put(s, ring, head + P2P_HDR, space - P2P_HDR, buf, n);
+  uint32_t w = (uint32_t)whole;
+  memcpy(hdr + P2P_WHOLE_AT, &w, 4);
+  /* positions are whole lines apart, so a header never wraps */
+  char* line = ring + ((size_t)head & (s->chan_bytes - 1));
+  memcpy(line, hdr, P2P_STAMP_AT);
+  atomic_store_explicit(shm_stamp_word(line), shm_stamp(s, s->rank, head), memory_order_release);
+  size_t k = P2P_HDR + (whole ? n + pad : 0);
+  atomic_store_explicit(&c->head, head + k, memory_order_release);
+  return k;
+}
+
+/* The header at the receiver's tail, once its stamp is there: copied
+ * into hdr, and *whole set when its payload came with it. Returns 0 while
+ * there is none. Consumes nothing (shm_consume). */
+static int shm_pull_header(shm_t* s, int peer, unsigned char* hdr, int* whole) {
+  shm_chan_ctrl_t* c = shm_chan_ctrl(s, peer, s->rank);
+  char* ring = shm_chan_data(s, peer, s->rank);
+  uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
+  char* line = ring + ((size_t)tail & (s->chan_bytes - 1));
+  if (atomic_load_explicit(shm_stamp_word(line), memory_order_acquire) != shm_stamp(s, peer, tail))
+    return 0;
+  memcpy(hdr, line, P2P_STAMP_AT);
+  uint32_t w;
+  memcpy(&w, hdr + P2P_WHOLE_AT, 4);
+  *whole = w == 1;
+  return 1;
+}
+
+/* The receiver takes the n bytes after its header's line (the payload of a
+ * whole message) into buf. */
+static void shm_pull_payload(shm_t* s, int peer, void* buf, size_t n) {
+  shm_chan_ctrl_t* c = shm_chan_ctrl(s, peer, s->rank);
+  const char* ring = shm_chan_data(s, peer, s->rank);
+  uint64_t pos = atomic_load_explicit(&c->tail, memory_order_relaxed) + P2P_HDR;
+  size_t at = (size_t)pos & (s->chan_bytes - 1);
+  size_t first = s->chan_bytes - at < n ? s->chan_bytes - at : n;
+  memcpy(buf, ring + at, first);
+  memcpy((char*)buf + first, ring, n - first);
+}
+
+/* The receiver frees n ring bytes from its tail. */
+static void shm_consume(shm_t* s, int peer, size_t n) {
+  shm_chan_ctrl_t* c = shm_chan_ctrl(s, peer, s->rank);
+  uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
+  atomic_store_explicit(&c->tail, tail + n, memory_order_release);
 }
 
 /* Pulls up to n bytes into buf (NULL: skips them, the pad). */
@@ -256,14 +345,19 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
         q->seq = ++c->cma_sent;
         memcpy(q->hdr + 24, &q->seq, 8);
       }
-      /* a staged send offers the payload with the header: one message,
-       * one update of head, when the ring has room for both */
+      /* a header goes whole (it is one line); a staged send offers the
+       * payload with it, when the ring has room for both */
       int whole = !q->cma && q->bytes + q->pad <= s->chan_bytes / 2;
-      k = q->send ? shm_push2(s, q->peer, q->hdr + q->done, P2P_HDR - q->done,
-                              whole ? q->buf : NULL, whole ? q->bytes : 0, whole ? q->pad : 0)
-                  : shm_pull(s, q->peer, q->hdr + q->done, P2P_HDR - q->done);
-      if (!q->send && k > 0 && q->done + k == P2P_HDR) {
+      if (q->send) {
+        k = shm_push_header(s, q->peer, q->hdr, q->buf, q->bytes, q->pad, whole);
+      } else if (!shm_pull_header(s, q->peer, q->hdr, &whole)) {
+        k = 0;
+      } else {
         qcclResult_t r = shm_check_header(s, q);
+        whole = whole && !q->cma && r == qcclSuccess;
+        if (whole && q->bytes > 0) shm_pull_payload(s, q->peer, q->buf, q->bytes);
+        k = P2P_HDR + (whole ? q->bytes + q->pad : 0);
+        shm_consume(s, q->peer, k);
         if (r == qcclSuccess && q->cma) {
           uint64_t at, seq;
           memcpy(&at, q->hdr + 16, 8);

@@ -50,6 +50,18 @@
  *   zero      count 0 with NULL buffers inside a group;
  *   nested    a group inside a group: only the outer end runs the calls;
  *   mixed     an AllReduce, a ring shift and a Broadcast in one group.
+ *   wrap      outside a group, rank 0 sends 400 messages to rank 1 (and
+ *             rank 1 as many to rank 0) of seeded sizes 0 B-96 KiB, in
+ *             batches of 8 each side sends before it receives the other's
+ *             (200 in quick mode): the headers land on
+ *             lines of the pair's ring that earlier payloads filled, over
+ *             several turns of it, some whole, some with the ring too full
+ *             for their payload, and in the second half (4032 bytes each)
+ *             where the headers of the turn before lay; the payloads are
+ *             zeros, ones, words that
+ *             count like ring positions, or random bytes (a receiver finds
+ *             a header by its stamp, shm_p2p.c: no payload may pass for
+ *             one).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +100,84 @@ static void check_recv(mr_case_t* c, mr_buf_t* b, qcclDataType_t dt, size_t n, i
   mr_buf_check_guards(c, b, what);
   mr_check_copy(c, dt, b->p, 0, n, src, msg_base(c->t->rank, m), what);
   mr_buf_free(b);
+}
+
+/* Payload k of the wrap case, n bytes: zeros, ones, u64 words counting
+ * in steps of 64 from a seeded start (ring positions' look), or random. */
+static void wrap_fill(uint64_t cseed, int src, int k, unsigned char* p, size_t n) {
+  uint64_t x = mr_mix(cseed ^ ((uint64_t)src << 40) ^ (uint64_t)k);
+  switch (k % 4) {
+    case 0:
+      memset(p, 0, n);
+      break;
+    case 1:
+      memset(p, 0xff, n);
+      break;
+    case 2:
+      for (size_t i = 0; i < n; i++) {
+        uint64_t w = (x & ~(uint64_t)63) + 64 * (i / 8);
+        p[i] = (unsigned char)(w >> (8 * (i % 8)));
+      }
+      break;
+    default:
+      for (size_t i = 0; i < n; i++) {
+        if (i % 8 == 0) x = mr_mix(x);
+        p[i] = (unsigned char)(x >> (8 * (i % 8)));
+      }
+  }
+}
+
+static void case_wrap(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv wrap")) return;
+  const int me = t->rank, M = t->quick ? 200 : 400;
+  if (t->nranks < 2 || me > 1) {
+    mr_case_end(&c);
+    return;
+  }
+  const int peer = 1 - me;
+  uint64_t st[2] = {c.cseed ^ 0x5752, c.cseed ^ 0x5753}; /* sizes: the same on both ranks */
+  size_t sizes[2][400];
+  for (int k = 0; k < M; k++)
+    for (int d = 0; d < 2; d++) {
+      size_t r = mr_rand_range(&st[d], 0, 99);
+      /* mostly small, some up to 96 KiB; a few of 0 bytes. The second
+       * half all of 4032: with its header a message is 4 KiB of ring, so
+       * every header lands where one of the turn before lay, and a
+       * receiver that posts first finds that older header there */
+      sizes[d][k] = k >= M / 2 ? 4032
+                    : r < 5    ? 0
+                    : r < 70   ? mr_rand_range(&st[d], 1, 4096)
+                               : mr_rand_range(&st[d], 4097, 96 << 10);
+    }
+  unsigned char* sb = malloc(96 << 10);
+  unsigned char* want = malloc(96 << 10);
+  mr_buf_t r;
+  /* in batches of 8: rank 0 sends its 8 and then receives 8, rank 1 the
+   * reverse, so the sender runs ahead and the ring fills now and then */
+  for (int k0 = 0; k0 < M; k0 += 8)
+    for (int step = 0; step < 2; step++) {
+      int sending = (step == 0) == (me == 0);
+      for (int k = k0; k < k0 + 8 && k < M; k++) {
+        size_t n = sizes[sending ? me : peer][k];
+        if (sending) {
+          wrap_fill(c.cseed, me, k, sb, n);
+          MR_OK(&c, qcclSend(sb, n, qcclUint8, peer, t->comm, NULL));
+          continue;
+        }
+        mr_buf_alloc(&r, n, (size_t)k % 8);
+        MR_OK(&c, qcclRecv(r.p, n, qcclUint8, peer, t->comm, NULL));
+        wrap_fill(c.cseed, peer, k, want, n);
+        char what[64];
+        snprintf(what, sizeof what, "message %d (%zu bytes) from rank %d", k, n, peer);
+        mr_buf_check_guards(&c, &r, what);
+        if (n > 0 && memcmp(r.p, want, n) != 0) mr_case_fail(&c, "%s differs", what);
+        mr_buf_free(&r);
+      }
+    }
+  free(sb);
+  free(want);
+  mr_case_end(&c);
 }
 
 static void case_pairs(mr_t* t, size_t n) {
@@ -607,5 +697,6 @@ int main(int argc, char** argv) {
   case_zero(&t);
   case_nested(&t);
   case_mixed(&t);
+  case_wrap(&t);
   return mr_finish(&t);
 }
