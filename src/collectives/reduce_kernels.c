@@ -3,12 +3,14 @@
  * the baseline x86-64 build of the kernels (reduce_kernels_impl.h), and the
  * choice between it and the AVX2 build (reduce_kernels_avx2.c), made once
  * per process: with QCCL_REDUCE_ISA unset and a CPU with AVX2, the AVX2
- * build for the narrow floats (bf16, f16, fp8: their widening and
- * narrowing take 0.52-0.72 of the baseline's time in a 2-rank bf16
- * AllReduce of 16 KiB-16 MiB) and for other types from RK_AVX2_MIN_ELEMS
- * elements per call (f32: 0.80-0.84 at 1-16 MiB, but 1.07-1.09 at
- * 64-256 KiB, where the baseline stays; docs/PERF.md, "Reduction kernels
- * for AVX2"). QCCL_REDUCE_ISA=scalar or avx2 forces one build for all.
+ * build for every type and size (the narrow floats' widening and narrowing
+ * take 0.52-0.72 of the baseline's time in a 2-rank bf16 AllReduce of
+ * 16 KiB-16 MiB; f32 0.80-0.84 at 1-16 MiB; and on the Xeon guest f32
+ * Reduce / AllReduce of 16-128 KiB on 2 ranks 0.82-0.92, 4-8 KiB even,
+ * where the AMD guest had read 1.05-1.12 within its noise and the
+ * baseline had stayed below 65536 elements: docs/PERF.md, "Reduction
+ * kernels for AVX2" and "AVX2 at every size"). QCCL_REDUCE_ISA=scalar or
+ * avx2 forces one build.
  * Both give the same bits (but for which of several NaN inputs comes out,
  * reduce_kernels_impl.h), and each element is computed by one rank, so
  * ranks may even choose differently.
@@ -27,10 +29,7 @@ static RK_TABLE(rk_table_base);
 extern const rk_fn_t rk_table_avx2[qcclNumTypes][qcclNumOps];
 #endif
 
-#define RK_AVX2_MIN_ELEMS 65536 /* wide types: AVX2 from here, by default */
-
 static const rk_fn_t (*rk_table)[qcclNumOps];
-static int rk_auto; /* QCCL_REDUCE_ISA unset: by type and size */
 static pthread_once_t rk_once = PTHREAD_ONCE_INIT;
 
 static void rk_choose(void) {
@@ -49,11 +48,7 @@ static void rk_choose(void) {
 #if defined(REDUCE_X86)
   if (avx2 && !scalar) rk_table = rk_table_avx2;
 #endif
-  rk_auto = rk_table != rk_table_base && (want == NULL || want[0] == '\0');
-  QCCL_INFO(LOG_COLL, "reduction kernels: %s",
-            rk_table == rk_table_base ? "scalar"
-            : rk_auto                 ? "avx2 (narrow floats; other types from 65536 elements)"
-                                      : "avx2");
+  QCCL_INFO(LOG_COLL, "reduction kernels: %s", rk_table == rk_table_base ? "scalar" : "avx2");
 }
 
 int reduce_isa_avx2(void) {
@@ -75,9 +70,7 @@ void reduce_kernel_isa(int avx2, void* dst, const void* const* srcs, int k, size
 void reduce_kernel(void* dst, const void* const* srcs, int k, size_t n, qcclDataType_t t,
                    qcclRedOp_t op, int avg_div) {
   pthread_once(&rk_once, rk_choose);
-  const rk_fn_t(*table)[qcclNumOps] = rk_table;
-  if (rk_auto && n < RK_AVX2_MIN_ELEMS && reduce_work_type(t) == t) table = rk_table_base;
-  table[t][op](dst, srcs, k, n, op == qcclAvg ? avg_div : 0);
+  rk_table[t][op](dst, srcs, k, n, op == qcclAvg ? avg_div : 0);
 }
 
 qcclDataType_t reduce_work_type(qcclDataType_t t) {
