@@ -105,32 +105,36 @@ static size_t shm_ring_put(shm_t* s, char* ring, uint64_t pos, size_t space, con
   return k;
 }
 
-/* Pushes n bytes of buf, then (when all of those went in) m bytes of
- * buf2, under one update of head: a whole small message (header,
- * payload, pad) reaches the receiver at once. */
-static size_t shm_push2(shm_t* s, int peer, const void* buf, size_t n, const void* buf2, size_t m,
-                        size_t pad) {
-  shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, peer);
-  char* ring = shm_chan_data(s, s->rank, peer);
-  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
-  /* the tail last read (acquired then) while it leaves room for it all:
-   * the receiver rewrites that line at every message it takes */
+/* Copies n bytes of the ring from position pos into buf. */
+static void shm_ring_get(const shm_t* s, const char* ring, uint64_t pos, void* buf, size_t n) {
+  size_t at = (size_t)pos & (s->chan_bytes - 1);
+  size_t first = s->chan_bytes - at < n ? s->chan_bytes - at : n;
+  memcpy(buf, ring + at, first);
+  memcpy((char*)buf + first, ring, n - first);
+}
+
+/* The sender's free ring bytes to peer at head: from the tail last read
+ * (acquired then) while it leaves room for need, else from the tail read
+ * again (the receiver rewrites that line at every message it takes). */
+static size_t shm_space(shm_t* s, int peer, const shm_chan_ctrl_t* c, uint64_t head, size_t need) {
   uint64_t tail = s->tail_seen[peer];
-  if (s->chan_bytes - (size_t)(head - tail) < n + m + pad) {
+  if (s->chan_bytes - (size_t)(head - tail) < need) {
     tail = atomic_load_explicit(&c->tail, memory_order_acquire);
     s->tail_seen[peer] = tail;
   }
-  size_t space = s->chan_bytes - (size_t)(head - tail);
-  size_t k = shm_ring_put(s, ring, head, space, buf, n);
-  if (k == n && m > 0) k += shm_ring_put(s, ring, head + k, space - k, buf2, m);
-  if (k == n + m && pad > 0) k += shm_ring_put(s, ring, head + k, space - k, NULL, pad);
+  return s->chan_bytes - (size_t)(head - tail);
+}
+
+/* Pushes what fits of n bytes of buf (none: buf NULL, the pad) under one
+ * update of head. */
+static size_t shm_push(shm_t* s, int peer, const void* buf, size_t n) {
+  shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, peer);
+  char* ring = shm_chan_data(s, s->rank, peer);
+  uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
+  size_t k = shm_ring_put(s, ring, head, shm_space(s, peer, c, head, n), buf, n);
   if (k == 0) return 0;
   atomic_store_explicit(&c->head, head + k, memory_order_release);
   return k;
-}
-
-static size_t shm_push(shm_t* s, int peer, const void* buf, size_t n) {
-  return shm_push2(s, peer, buf, n, NULL, 0, 0);
 }
 
 /* The stamp of the header at ring position pos of src's rings. */
@@ -152,12 +156,7 @@ static size_t shm_push_header(shm_t* s, int peer, unsigned char* hdr, const void
   char* ring = shm_chan_data(s, s->rank, peer);
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
   size_t need = P2P_HDR + (whole ? n + pad : 0);
-  uint64_t tail = s->tail_seen[peer];
-  if (s->chan_bytes - (size_t)(head - tail) < need) {
-    tail = atomic_load_explicit(&c->tail, memory_order_acquire);
-    s->tail_seen[peer] = tail;
-  }
-  size_t space = s->chan_bytes - (size_t)(head - tail);
+  size_t space = shm_space(s, peer, c, head, need);
   if (space < P2P_HDR) return 0;
   whole = whole && space >= need;
   if (whole) shm_ring_put(s, ring, head + P2P_HDR, space - P2P_HDR, buf, n);
@@ -194,11 +193,7 @@ static int shm_pull_header(shm_t* s, int peer, unsigned char* hdr, int* whole) {
 static void shm_pull_payload(shm_t* s, int peer, void* buf, size_t n) {
   shm_chan_ctrl_t* c = shm_chan_ctrl(s, peer, s->rank);
   const char* ring = shm_chan_data(s, peer, s->rank);
-  uint64_t pos = atomic_load_explicit(&c->tail, memory_order_relaxed) + P2P_HDR;
-  size_t at = (size_t)pos & (s->chan_bytes - 1);
-  size_t first = s->chan_bytes - at < n ? s->chan_bytes - at : n;
-  memcpy(buf, ring + at, first);
-  memcpy((char*)buf + first, ring, n - first);
+  shm_ring_get(s, ring, atomic_load_explicit(&c->tail, memory_order_relaxed) + P2P_HDR, buf, n);
 }
 
 /* The receiver frees n ring bytes from its tail. */
@@ -217,12 +212,7 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
   size_t avail = (size_t)(head - tail);
   size_t k = n < avail ? n : avail;
   if (k == 0) return 0;
-  if (buf != NULL) {
-    size_t at = (size_t)tail & (s->chan_bytes - 1);
-    size_t first = s->chan_bytes - at < k ? s->chan_bytes - at : k;
-    memcpy(buf, ring + at, first);
-    memcpy((char*)buf + first, ring, k - first);
-  }
+  if (buf != NULL) shm_ring_get(s, ring, tail, buf, k);
   atomic_store_explicit(&c->tail, tail + k, memory_order_release);
   return k;
 }
@@ -347,8 +337,9 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
       }
       /* a header goes whole (it is one line); a staged send offers the
        * payload with it, when the ring has room for both */
-      int whole = !q->cma && q->bytes + q->pad <= s->chan_bytes / 2;
+      int whole;
       if (q->send) {
+        whole = !q->cma && q->bytes + q->pad <= s->chan_bytes / 2;
         k = shm_push_header(s, q->peer, q->hdr, q->buf, q->bytes, q->pad, whole);
       } else if (!shm_pull_header(s, q->peer, q->hdr, &whole)) {
         k = 0;
@@ -399,7 +390,7 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
       k = q->send ? shm_push(s, q->peer, p, left) : shm_pull(s, q->peer, p, left);
     } else {
       /* the pad: only the counters move */
-      k = q->send ? shm_push2(s, q->peer, NULL, total - q->done, NULL, 0, 0)
+      k = q->send ? shm_push(s, q->peer, NULL, total - q->done)
                   : shm_pull(s, q->peer, NULL, total - q->done);
     }
     if (k == 0) break;
