@@ -266,8 +266,93 @@ done:
   return r;
 }
 
+/* Completes every connection before the communicator is used: one small
+ * message each way with every remote peer (tag: the sender's rank, call 0,
+ * which no call uses), each received here, so none is left for a call.
+ *
+ * UCX's TCP transport connects in the background: ucp_ep_create starts the
+ * connection, and the handshake (both ranks connect to each other at once;
+ * the second connection is matched to the first and dropped) moves only
+ * when both workers are progressed. Left to the first call, a rank that
+ * reaches its worker late can find a peer that already failed and
+ * destroyed the communicator in the middle of that handshake, and UCX 1.13
+ * then aborts the process on an assertion of its own (tcp_iface.c:307,
+ * 'ep->conn_state != UCT_TCP_EP_CONN_STATE_CLOSED': an event of a
+ * connection it dropped while handling another in the same batch). With
+ * the handshake done here, a peer that goes away later breaks connections
+ * that are established, a path UCX handles. A peer that does not answer
+ * within the communicator's timeout fails the init, naming it. */
+static qcclResult_t ucx_handshake(ucx_t* u, const int* remote, double timeout) {
+  int w = u->nranks;
+  void** reqs = calloc((size_t)w * 2, sizeof *reqs);
+  uint64_t* hello = calloc((size_t)w * 2, sizeof *hello);
+  if (!reqs || !hello) {
+    free(reqs);
+    free(hello);
+    return QCCL_ERR(qcclSystemError, "out of memory");
+  }
+  qcclResult_t r = qcclSuccess;
+  for (int i = 0; i < w && r == qcclSuccess; i++) {
+    if (!remote[i] || i == u->rank) continue;
+    ucp_request_param_t p;
+    memset(&p, 0, sizeof p);
+    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    void* s =
+        ucp_tag_recv_nbx(u->worker, &hello[w + i], sizeof *hello, (ucp_tag_t)i, ~(ucp_tag_t)0, &p);
+    if (UCS_PTR_IS_ERR(s)) {
+      r = QCCL_ERR(qcclRemoteError, "UCX handshake: receive from rank %d: %s", i,
+                   ucs_status_string(UCS_PTR_STATUS(s)));
+      break;
+    }
+    reqs[w + i] = s;
+    hello[i] = (uint64_t)u->rank;
+    memset(&p, 0, sizeof p);
+    s = ucp_tag_send_nbx(u->eps[i], &hello[i], sizeof *hello, (ucp_tag_t)u->rank, &p);
+    if (UCS_PTR_IS_ERR(s))
+      r = QCCL_ERR(qcclRemoteError, "UCX handshake: send to rank %d: %s", i,
+                   ucs_status_string(UCS_PTR_STATUS(s)));
+    else if (s != NULL)
+      reqs[i] = s;
+  }
+  double deadline = clock_now() + (timeout > 0 ? timeout : 600);
+  for (int k = 0; k < 2 * w && r == qcclSuccess;) {
+    int peer = k % w;
+    if (reqs[k] == NULL || ucp_request_check_status(reqs[k]) != UCS_INPROGRESS) {
+      ucs_status_t st = reqs[k] ? ucp_request_check_status(reqs[k]) : UCS_OK;
+      if (st != UCS_OK)
+        r = QCCL_ERR(qcclRemoteError, "UCX handshake with rank %d: %s", peer,
+                     ucs_status_string(st));
+      else if (k >= w && remote[peer] && peer != u->rank && hello[k] != (uint64_t)peer)
+        r = QCCL_ERR(qcclInternalError, "UCX handshake: rank %d sent %llu", peer,
+                     (unsigned long long)hello[k]);
+      k++;
+      continue;
+    }
+    if (u->failed[peer] != UCS_OK)
+      r = QCCL_ERR(qcclRemoteError, "UCX handshake: rank %d is unreachable (%s)", peer,
+                   ucs_status_string(u->failed[peer]));
+    else if (clock_now() > deadline)
+      r = QCCL_ERR(qcclTimeout, "UCX handshake: rank %d did not answer within %.0f s", peer,
+                   timeout);
+    else
+      ucp_worker_progress(u->worker);
+  }
+  for (int k = 0; k < 2 * w; k++) {
+    if (reqs[k] == NULL) continue;
+    if (ucp_request_check_status(reqs[k]) == UCS_INPROGRESS) {
+      ucp_request_cancel(u->worker, reqs[k]);
+      u->abandoned = 1;
+    }
+    ucp_request_free(reqs[k]);
+  }
+  /* an abandoned request may still reach its buffer: then it stays (a few
+   * bytes, on a failed init) */
+  if (!u->abandoned) free(hello);
+  free(reqs);
+  return r;
+}
+
 qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_t** out) {
-  (void)timeout;
   int w = boot_nranks(boot);
   ucx_t* u = calloc(1, sizeof *u);
   if (!u) return QCCL_ERR(qcclSystemError, "out of memory");
@@ -285,6 +370,7 @@ qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_
     r = QCCL_ERR(qcclSystemError, "out of memory");
   if (r == qcclSuccess) r = ucx_make_worker(u);
   if (r == qcclSuccess) r = ucx_connect(u, boot, remote);
+  if (r == qcclSuccess) r = ucx_handshake(u, remote, timeout);
   if (r != qcclSuccess) {
     ucx_close(u, 1);
     return r;
