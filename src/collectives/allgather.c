@@ -15,13 +15,14 @@
  * memory, the two-copy schedule below reads each peer's block in place
  * instead of from its slot.
  *
- * Single copy (cma.h), inside the same chunks: a rank whose sendbuff is not
- * qcclMemAlloc memory, on 2 ranks, with a block from the single-copy
- * threshold to CMA_ALLGATHER_MAX_BYTES, publishes its sendbuff's address
- * instead of staging it; each peer reads that whole block with
- * process_vm_readv at the first chunk, and the owner returns only once
- * every rank is done. Each rank decides for its own buffer (the chunk
- * sequence is the same whatever they chose).
+ * Single copy (cma.h): a rank whose sendbuff is not qcclMemAlloc memory,
+ * on 2 ranks, with a block from the single-copy threshold up
+ * (cma_allgather_use), publishes its sendbuff's address instead of staging
+ * it; each peer reads that whole block with process_vm_readv, and the
+ * owner returns only once every rank is done. Where that rule holds (the
+ * same on every rank) every block is read whole, single copy or mapped,
+ * so the call is one chunk, and the own block is copied last, while the
+ * peer may still be reading this rank's sendbuff.
  *
  * Plan: per chunk, wait for the slot to be free, then for each peer's
  * piece in turn (k: the next peer to read); in the first chunk of a shared
@@ -37,7 +38,8 @@ typedef struct {
   plan_t p;
   /* the call's (the count may change from start to start: plan_restart) */
   shm_reg_t reg;
-  int mapped, direct, offered, k;
+  int mapped, direct, offered, k, own_done;
+  size_t span; /* bytes per chunk: chunk_bytes, or the whole block */
   share_job_t job;
   size_t off;
   size_t rot; /* where the chunk goes in the slots (shm_rot) */
@@ -56,7 +58,7 @@ static qcclResult_t ag_progress(plan_t* p) {
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
-  size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+  size_t m = bytes - t->off < t->span ? bytes - t->off : t->span;
   for (;;) {
     switch (p->phase) {
       case AG_START:
@@ -67,10 +69,14 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
         t->mapped = shm_reg_find(s, in, bytes, &t->reg);
         /* else, from CMA's threshold: the peers read it single copy */
-        t->direct = t->mapped || (w <= CMA_ALLGATHER_MAX_RANKS &&
-                                  cma_offer(s, in, bytes, CMA_ALLGATHER_MAX_BYTES, &t->reg));
+        t->direct =
+            t->mapped || (cma_allgather_use(s, w, bytes) && cma_offer(s, in, bytes, 0, &t->reg));
+        /* every rank reads every block whole in the first chunk (each
+         * rank's buffer single copy or mapped): one chunk */
+        t->span = cma_allgather_use(s, w, bytes) ? bytes : s->chunk_bytes;
         t->job = (share_job_t){in, out, bytes, 0, 0};
         t->off = 0;
+        t->own_done = 0;
         p->phase = AG_CHUNK;
         PLAN_FALLTHROUGH;
       case AG_CHUNK:
@@ -78,7 +84,7 @@ static qcclResult_t ag_progress(plan_t* p) {
           p->phase = AG_END;
           break;
         }
-        m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+        m = bytes - t->off < t->span ? bytes - t->off : t->span;
         t->g = shm_chunk_next(s);
         t->rot = shm_rot(s, t->g, m);
         p->phase = AG_FREE;
@@ -96,6 +102,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         p->phase = AG_READ;
         if (t->off != 0) break;
         /* the own block; all of it when every rank offered */
+        if (t->direct && !t->offered) break; /* at the end */
         share_own(comm, &t->job, t->offered);
         if (!t->offered) break;
         p->phase = AG_SHARE;
@@ -132,11 +139,15 @@ static qcclResult_t ag_progress(plan_t* p) {
             copy_out(out + (size_t)j * bytes, src, bytes, stream);
         }
         shm_post(s, 3 * t->g + 3);
-        t->off += s->chunk_bytes;
+        t->off += t->span;
         p->phase = AG_CHUNK;
         if (p->yield) return qcclInProgress;
         break;
       case AG_END:
+        if (t->direct && !t->own_done) {
+          share_own(comm, &t->job, 0);
+          t->own_done = 1;
+        }
         /* sendbuff is read in place: it must outlive every reader */
         if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;

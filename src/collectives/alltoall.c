@@ -44,7 +44,7 @@ typedef struct {
   /* the call's (the count may change from start to start: plan_restart) */
   size_t span; /* bytes per peer of each chunk: piece, or the whole block */
   shm_reg_t reg;
-  int mapped, direct, offered;
+  int mapped, direct, offered, own_done;
   int left; /* peers whose pieces of this chunk are still to read */
   share_job_t job;
   size_t off;
@@ -108,6 +108,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
         piece = t->span;
         t->job = (share_job_t){in, out, bytes, 1, 0};
         t->off = 0;
+        t->own_done = 0;
         p->phase = A2A_CHUNK;
         PLAN_FALLTHROUGH;
       case A2A_CHUNK:
@@ -138,6 +139,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
         p->phase = A2A_READ;
         if (t->off != 0) break;
         /* the own block; all of it when every rank offered */
+        if (t->direct && !t->offered) break; /* at the end */
         share_own(comm, &t->job, t->offered);
         if (!t->offered) break;
         p->phase = A2A_SHARE;
@@ -185,6 +187,10 @@ static qcclResult_t a2a_progress(plan_t* p) {
         if (p->yield) return qcclInProgress;
         break;
       case A2A_END:
+        if (t->direct && !t->own_done) {
+          share_own(comm, &t->job, 0);
+          t->own_done = 1;
+        }
         /* sendbuff is read in place: it must outlive every reader */
         if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;

@@ -41,10 +41,14 @@
  * copy was 1.2-1.6x faster for AllGather and AlltoAll at 2 and 4 ranks
  * (docs/PERF.md, "Single copy by default"), except AllGather on more than
  * CMA_ALLGATHER_MAX_RANKS ranks (4 ranks: 0.79-1.08x, every rank reading
- * W-1 blocks at once) or with blocks above CMA_ALLGATHER_MAX_BYTES (the
- * staged copy writes with streaming stores and caught up there), which
- * stay staged. A buffer in qcclMemAlloc memory is read in place by the
- * peers instead (faster than either).
+ * W-1 blocks at once), which stays staged. AllGather blocks above 8 MiB
+ * were staged too until 2026-12-05 (32-128 MiB blocks 0.96-0.99x on the
+ * guest of 2026-12-01, where the staged copy's streaming stores caught
+ * up); on the guest of 2026-12-05 single copy took 0.84-0.87x the staged
+ * time there, and a single-copy call is now one chunk (docs/PERF.md,
+ * "AllGather single copy at every size on 2 ranks"). A buffer in
+ * qcclMemAlloc memory is read in place by the peers instead (faster than
+ * either).
  *
  * Where the host's ranks fit its cores the default is
  * CMA_MIN_BYTES_ROOMY, 16 KiB: on 2 ranks (2-vCPU Intel guest) AllGather,
@@ -57,7 +61,6 @@
  * cores"). */
 #define CMA_MIN_BYTES_DEFAULT ((size_t)64 << 10)
 #define CMA_MIN_BYTES_ROOMY ((size_t)16 << 10)
-#define CMA_ALLGATHER_MAX_BYTES ((size_t)8 << 20)
 #define CMA_ALLGATHER_MAX_RANKS 2
 /* AllReduce (allreduce.c): its parts single copy from CMA_ALLREDUCE_MIN_BLOCK
  * bytes per part (and CMA's threshold) in calls of at most
@@ -126,6 +129,13 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot);
 /* 1 when a block of bytes may be read single copy. */
 static inline int cma_use(const shm_t* s, size_t bytes) {
   return s->cma_min > 0 && bytes >= s->cma_min;
+}
+
+/* AllGather's single copy (allgather.c): blocks of bytes on w ranks. The
+ * same on every rank (the segment's and the count's), so every rank reads
+ * every block whole in the first chunk, single copy or mapped. */
+static inline int cma_allgather_use(const shm_t* s, int w, size_t bytes) {
+  return w <= CMA_ALLGATHER_MAX_RANKS && cma_use(s, bytes);
 }
 
 /* AlltoAll (alltoall.c): single copy from CMA_MIN_BYTES_ROOMY per peer on
