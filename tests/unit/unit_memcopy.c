@@ -34,7 +34,8 @@ int main(void) {
       65536 + 64, (1u << 20) + 37};
   size_t nlens = 301 + sizeof odd_lens / sizeof odd_lens[0];
   size_t maxlen = (1u << 20) + 37;
-  size_t cap = maxlen + 2 * GUARD + 4096 + 64;
+  size_t cap =
+      (maxlen + 2 * GUARD + 4096 + 64 + 4095) & ~(size_t)4095; /* aligned_alloc: a multiple */
   unsigned char* src = aligned_alloc(4096, cap);
   unsigned char* dst = aligned_alloc(4096, cap);
   unsigned char* ref = aligned_alloc(4096, cap);
