@@ -41,9 +41,10 @@
 #include "core/wait.h"
 #include "transport/transport.h"
 
-#define UCX_CLOSE_WAIT 3.0   /* seconds a normal close may flush */
-#define UCX_ABORT_WAIT 1.0   /* seconds a forced close may take */
-#define UCX_CONTROL_WAIT 0.2 /* seconds a control message may take to leave */
+#define UCX_CLOSE_WAIT 3.0       /* seconds a normal close may flush */
+#define UCX_ABORT_WAIT 1.0       /* seconds a forced close may take */
+#define UCX_CONTROL_WAIT 0.2     /* seconds a control message may take to leave */
+#define UCX_HANDSHAKE_SPIN_US 10 /* the init's handshake polls, then yields */
 
 typedef struct {
   struct ucx* u;
@@ -315,6 +316,8 @@ static qcclResult_t ucx_handshake(ucx_t* u, const int* remote, double timeout) {
       reqs[i] = s;
   }
   double deadline = clock_now() + (timeout > 0 ? timeout : 600);
+  backoff_t b; /* a rank that waits yields the core its peer may need */
+  backoff_init(&b, UCX_HANDSHAKE_SPIN_US);
   for (int k = 0; k < 2 * w && r == qcclSuccess;) {
     int peer = k % w;
     if (reqs[k] == NULL || ucp_request_check_status(reqs[k]) != UCS_INPROGRESS) {
@@ -334,8 +337,8 @@ static qcclResult_t ucx_handshake(ucx_t* u, const int* remote, double timeout) {
     else if (clock_now() > deadline)
       r = QCCL_ERR(qcclTimeout, "UCX handshake: rank %d did not answer within %.0f s", peer,
                    timeout);
-    else
-      ucp_worker_progress(u->worker);
+    else if (ucp_worker_progress(u->worker) == 0)
+      backoff_idle(&b);
   }
   for (int k = 0; k < 2 * w; k++) {
     if (reqs[k] == NULL) continue;
