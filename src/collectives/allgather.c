@@ -59,6 +59,7 @@ static qcclResult_t ag_progress(plan_t* p) {
   char* out = a->recvbuff;
   int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
   size_t m = bytes - t->off < t->span ? bytes - t->off : t->span;
+  int whole;
   for (;;) {
     switch (p->phase) {
       case AG_START:
@@ -69,11 +70,11 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
         t->mapped = shm_reg_find(s, in, bytes, &t->reg);
         /* else, from CMA's threshold: the peers read it single copy */
-        t->direct =
-            t->mapped || (cma_allgather_use(s, w, bytes) && cma_offer(s, in, bytes, 0, &t->reg));
+        whole = cma_allgather_use(s, w, bytes);
+        t->direct = t->mapped || (whole && cma_offer(s, in, bytes, 0, &t->reg));
         /* every rank reads every block whole in the first chunk (each
          * rank's buffer single copy or mapped): one chunk */
-        t->span = cma_allgather_use(s, w, bytes) ? bytes : s->chunk_bytes;
+        t->span = whole ? bytes : s->chunk_bytes;
         t->job = (share_job_t){in, out, bytes, 0, 0};
         t->off = 0;
         t->own_done = 0;
@@ -104,6 +105,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* the own block; all of it when every rank offered */
         if (t->direct && !t->offered) break; /* at the end */
         share_own(comm, &t->job, t->offered);
+        t->own_done = 1;
         if (!t->offered) break;
         p->phase = AG_SHARE;
         PLAN_FALLTHROUGH;
@@ -144,7 +146,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         if (p->yield) return qcclInProgress;
         break;
       case AG_END:
-        if (t->direct && !t->own_done) {
+        if (t->direct && !t->own_done) { /* deferred at the first chunk */
           share_own(comm, &t->job, 0);
           t->own_done = 1;
         }

@@ -141,6 +141,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
         /* the own block; all of it when every rank offered */
         if (t->direct && !t->offered) break; /* at the end */
         share_own(comm, &t->job, t->offered);
+        t->own_done = 1;
         if (!t->offered) break;
         p->phase = A2A_SHARE;
         PLAN_FALLTHROUGH;
@@ -187,7 +188,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
         if (p->yield) return qcclInProgress;
         break;
       case A2A_END:
-        if (t->direct && !t->own_done) {
+        if (t->direct && !t->own_done) { /* deferred at the first chunk */
           share_own(comm, &t->job, 0);
           t->own_done = 1;
         }

@@ -13,7 +13,7 @@
  * (one rank copying, cold buffers) 128 MiB took 13.1 ms, against 15.8
  * for one stream of 16-byte stores, 15.7 for one stream of 32-byte
  * stores and 13.5 for glibc's memcpy; 32 MiB 3.3 against 3.9 and 5.3;
- * 8 MiB 0.59 against 0.94 and 0.90 (docs/PERF.md, "Four streams of
+ * 8 MiB (warm) 0.59 against 0.94 and 0.90 (docs/PERF.md, "Four streams of
  * streaming stores"). Without AVX2, one stream of SSE2 stores (every
  * x86-64 CPU has them); other CPUs use memcpy.
  */
