@@ -2,7 +2,7 @@
  * copybw.c - the memory-copy bandwidth of this host, the physical bound of
  * every collective that moves its bytes through memory.
  *
- *   qccl-copybw [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR] [-n ITERS] [-J FILE]
+ *   qccl-copybw [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR] [-n ITERS] [-k] [-J FILE]
  *
  * T threads (default: the online CPUs) each copy a buffer of SIZE bytes
  * into another of their own, in -n rounds after two warm-up copies; once
@@ -19,9 +19,21 @@
  * per copy), as docs/PERF.md's bounds count them, over all threads, per
  * median round. "best" is the larger of the two kernels: the bound that
  * perf/compare.py uses.
+ *
+ * -k adds a third column, the kernel's copy: each thread reads its source
+ * into its destination with process_vm_readv, as single copy reads a
+ * peer's plain buffer (the kernel pins the source pages a few at a time
+ * and copies page by page). It does not enter "best": it is what a plain
+ * buffer's bytes cost when they cross to another rank in one copy, where
+ * the bound's schedule reads them in place (docs/ARCHITECTURE.md, "Plain
+ * buffers are not remapped"). Reading its own process measures the same
+ * path as reading a peer's (docs/PERF.md, "What a plain buffer's bytes
+ * cost").
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/uio.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,10 +63,12 @@ static void copy_barrier_wait(copy_barrier_t* b) {
   while (atomic_load(&b->round) == round) sched_yield();
 }
 
+enum { COPY_MEMCPY, COPY_NT, COPY_KERNEL };
+
 typedef struct {
   size_t size;
   int iters, reps; /* rounds; copies per round */
-  int nt;          /* 1: the non-temporal copy */
+  int kind;        /* COPY_MEMCPY, COPY_NT, COPY_KERNEL */
   copy_barrier_t* start;
   double *t0, *t1; /* per round: when this thread started, ended */
   int failed;
@@ -81,9 +95,27 @@ static void copy_nt(void* dst, const void* src, size_t n) {
 #endif
 }
 
-static void copy_once(const copy_thread_t* c, char* dst, const char* src) {
-  if (c->nt)
+/* n bytes from src to dst by the kernel's copy (process_vm_readv of this
+ * process); 0, or -1 when it fails or falls short. */
+static int copy_kernel(void* dst, const void* src, size_t n) {
+  static pid_t self;
+  if (!self) self = getpid();
+  size_t done = 0;
+  while (done < n) {
+    struct iovec local = {(char*)dst + done, n - done};
+    struct iovec remote = {(void*)((const char*)src + done), n - done};
+    ssize_t got = process_vm_readv(self, &local, 1, &remote, 1, 0);
+    if (got <= 0) return -1;
+    done += (size_t)got;
+  }
+  return 0;
+}
+
+static void copy_once(copy_thread_t* c, char* dst, const char* src) {
+  if (c->kind == COPY_NT)
     copy_nt(dst, src, c->size);
+  else if (c->kind == COPY_KERNEL)
+    c->failed |= copy_kernel(dst, src, c->size) != 0;
   else
     memcpy(dst, src, c->size);
   __asm__ __volatile__("" : : "r"(dst) : "memory"); /* keep the copy */
@@ -107,13 +139,14 @@ static void* copy_thread(void* arg) {
     for (int k = 0; k < c->reps && !c->failed; k++) copy_once(c, dst, src);
     c->t1[i] = probe_now();
   }
+  if (!c->failed && memcmp(dst, src, c->size) != 0) c->failed = 1; /* the copy is checked */
   free(src), free(dst);
   return NULL;
 }
 
 /* One kernel at one size on every thread: the total bandwidth in GB/s of
  * the median round (first start to last end). */
-static int copy_run(size_t size, int iters, int threads, int nt, double* aggr) {
+static int copy_run(size_t size, int iters, int threads, int kind, double* aggr) {
   copy_barrier_t start = {0, 0, threads};
   copy_thread_t* c = calloc((size_t)threads, sizeof *c);
   pthread_t* tid = calloc((size_t)threads, sizeof *tid);
@@ -128,7 +161,7 @@ static int copy_run(size_t size, int iters, int threads, int nt, double* aggr) {
     c[i] = (copy_thread_t){size,
                            iters,
                            reps,
-                           nt,
+                           kind,
                            &start,
                            times + (size_t)(2 * i) * (size_t)iters,
                            times + (size_t)(2 * i + 1) * (size_t)iters,
@@ -172,10 +205,10 @@ static int copy_size(const char* s, size_t* out) {
 }
 
 int main(int argc, char** argv) {
-  int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), iters = 20, factor = 4, opt;
+  int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), iters = 20, factor = 4, kernel = 0, opt;
   size_t minb = 1024, maxb = 256u << 20;
   const char* json = NULL;
-  while ((opt = getopt(argc, argv, "t:b:e:f:n:J:h")) != -1) {
+  while ((opt = getopt(argc, argv, "t:b:e:f:n:kJ:h")) != -1) {
     switch (opt) {
       case 't':
         threads = atoi(optarg);
@@ -192,6 +225,9 @@ int main(int argc, char** argv) {
       case 'n':
         iters = atoi(optarg);
         break;
+      case 'k':
+        kernel = 1;
+        break;
       case 'J':
         json = optarg;
         break;
@@ -200,30 +236,48 @@ int main(int argc, char** argv) {
     }
   }
   if (threads < 1 || threads > 1024 || iters < 1 || factor < 2 || minb < 1) goto usage;
+  if (kernel) { /* a sandbox may forbid the call: a skip, not a failure */
+    char a[64] = {1}, b[64] = {0};
+    if (copy_kernel(b, a, sizeof a) != 0) {
+      fprintf(stderr, "qccl-copybw: -k: process_vm_readv of this process: %s (skipped)\n",
+              strerror(errno));
+      return 77;
+    }
+  }
   FILE* jf = json ? fopen(json, "w") : NULL;
   if (json && !jf) perror(json);
   printf(
       "# qccl-copybw: %d thread(s) each copy SIZE bytes, together in rounds; GB/s = (read + "
       "written, all threads) / median round (first start to last end), GB = 1e9\n",
       threads);
-  printf("# %10s  %12s  %12s  %12s\n", "size(B)", "memcpy GB/s", "nt-copy GB/s", "best GB/s");
+  printf("# %10s  %12s  %12s  %12s%s\n", "size(B)", "memcpy GB/s", "nt-copy GB/s", "best GB/s",
+         kernel ? "  kernel GB/s  kernel/best" : "");
   if (jf) fprintf(jf, "{\"tool\": \"qccl-copybw\", \"threads\": %d, \"rows\": [", threads);
   int first = 1;
   for (size_t s = minb; s <= maxb; s *= (size_t)factor) {
-    double bw[2];
-    for (int nt = 0; nt < 2; nt++) {
-      if (copy_run(s, iters, threads, nt, &bw[nt]) != 0) {
-        fprintf(stderr, "qccl-copybw: out of memory at %zu bytes\n", s);
+    double bw[3] = {0, 0, 0};
+    for (int kind = COPY_MEMCPY; kind <= (kernel ? COPY_KERNEL : COPY_NT); kind++) {
+      if (copy_run(s, iters, threads, kind, &bw[kind]) != 0) {
+        static const char* name[] = {"memcpy", "nt-copy", "kernel (process_vm_readv)"};
+        fprintf(stderr,
+                "qccl-copybw: the %s copy failed at %zu bytes (out of memory, a failed call, or "
+                "a destination that differs from its source)\n",
+                name[kind], s);
         return 1;
       }
     }
     double best = bw[0] > bw[1] ? bw[0] : bw[1];
-    printf("  %10zu  %12.2f  %12.2f  %12.2f\n", s, bw[0], bw[1], best);
-    if (jf)
+    printf("  %10zu  %12.2f  %12.2f  %12.2f", s, bw[0], bw[1], best);
+    if (kernel) printf("  %11.2f  %11.2f", bw[2], bw[2] / best);
+    printf("\n");
+    if (jf) {
       fprintf(jf,
               "%s\n  {\"size\": %zu, \"gbps_aggr\": %.4f, \"gbps_memcpy\": %.4f, "
-              "\"gbps_nt\": %.4f}",
+              "\"gbps_nt\": %.4f",
               first ? "" : ",", s, best, bw[0], bw[1]);
+      if (kernel) fprintf(jf, ", \"gbps_kernel\": %.4f", bw[2]);
+      fprintf(jf, "}");
+    }
     first = 0;
   }
   if (jf) {
@@ -233,7 +287,7 @@ int main(int argc, char** argv) {
   return 0;
 usage:
   fprintf(stderr,
-          "usage: %s [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR>=2] [-n ITERS] [-J FILE]\n",
+          "usage: %s [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR>=2] [-n ITERS] [-k] [-J FILE]\n",
           argv[0]);
   return 2;
 }
