@@ -23,6 +23,25 @@
  * sequence is the same either way; the others follow what the root
  * published.
  *
+ * Split (2 ranks, calls above CMA_BROADCAST_MAX_BYTES, a plain sendbuff,
+ * out of place; cma_broadcast_split): staged, the root's core does two
+ * copies of every byte (the slot and its own recvbuff) where the reader's
+ * does one, and the root sets the pace. So the root stages only the first
+ * half of the chunks and publishes its address with the staged chunk count
+ * (the reg's fd, unused by a single-copy reg otherwise); at each staged
+ * chunk the reader also reads one piece of the rest with process_vm_readv
+ * and the root makes its own copy of the same piece. Per chunk the root
+ * copies three chunk lengths and the reader copies one and reads one in
+ * the kernel, which runs at about half of memcpy's speed (0.47-0.69 on the
+ * Intel guests, docs/PERF.md, "What a plain buffer's bytes cost"), so the
+ * two cores even out. Half and half whatever the probe read: at a kernel
+ * copy of 0.4-1.0 of memcpy's speed the slower core then copies 1.5-1.75
+ * chunk lengths per staged chunk against the root's 2 of the staged
+ * path. On the Intel guest of 2026-12-05 (model 207) 4 / 16 / 64 / 256
+ * MiB took 0.86 / 0.67 / 0.63 / 0.70x the staged time (docs/PERF.md,
+ * "Broadcast: half staged, half read in the kernel"). A reader reads its
+ * last piece before it posts the last chunk, since the root returns then.
+ *
  * Plan: per chunk, the root waits for its slot to be free, a reader for
  * the root's chunk to be staged; then the single-copy root waits for all.
  */
@@ -38,7 +57,9 @@ typedef struct {
   shm_reg_t reg;
   int cma, have_all;
   size_t off, chunks;
-  size_t rot; /* where the chunk goes in the root's slot (shm_rot) */
+  size_t end;     /* the staged bytes: t->bytes, or the split's first part */
+  size_t nstaged; /* split: the staged chunks (0: no split) */
+  size_t rot;     /* where the chunk goes in the root's slot (shm_rot) */
   uint64_t g;
 } bcast_plan_t;
 
@@ -46,7 +67,17 @@ enum { BCAST_START, BCAST_CHUNK, BCAST_ROOT_FREE, BCAST_STAGED, BCAST_END };
 
 /* Bytes of the chunk at t->off. */
 static size_t bcast_len(const bcast_plan_t* t, const shm_t* s) {
-  return t->bytes - t->off < s->chunk_bytes ? t->bytes - t->off : s->chunk_bytes;
+  return t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
+}
+
+/* Split: the piece of the unstaged part [t->end, t->bytes) that goes with
+ * staged chunk k (the part cut into t->nstaged pieces of whole pages). */
+static void bcast_piece(const bcast_plan_t* t, size_t k, size_t* lo, size_t* len) {
+  size_t rest = t->bytes - t->end, piece = (rest + t->nstaged - 1) / t->nstaged;
+  piece = (piece + 4095) / 4096 * 4096;
+  size_t from = k * piece < rest ? k * piece : rest;
+  *lo = t->end + from;
+  *len = rest - from < piece ? rest - from : piece;
 }
 
 static qcclResult_t bcast_progress(plan_t* p) {
@@ -66,17 +97,27 @@ static qcclResult_t bcast_progress(plan_t* p) {
          * older call's address */
         shm_reg_t mapped;
         t->reg = (shm_reg_t){0, 0, -1};
-        t->cma = r == root && comm->nranks <= CMA_BROADCAST_MAX_RANKS &&
+        t->end = t->bytes;
+        t->nstaged = 0;
+        int plain = r == root && !shm_reg_find(s, a->sendbuff, t->bytes, &mapped);
+        t->cma = plain && comm->nranks <= CMA_BROADCAST_MAX_RANKS &&
                  t->bytes >= CMA_BROADCAST_MIN_BYTES &&
-                 !shm_reg_find(s, a->sendbuff, t->bytes, &mapped) &&
                  cma_offer(s, a->sendbuff, t->bytes, CMA_BROADCAST_MAX_BYTES, &t->reg);
+        if (plain && !t->cma && a->sendbuff != a->recvbuff &&
+            cma_broadcast_split_use(s, comm->nranks, t->bytes)) {
+          size_t nchunks = (t->bytes + s->chunk_bytes - 1) / s->chunk_bytes;
+          t->nstaged = nchunks / 2;
+          t->end = t->nstaged * s->chunk_bytes;
+          t->cma = cma_offer(s, a->sendbuff, t->bytes, 0, &t->reg);
+          t->reg.fd = (int32_t)t->nstaged; /* cma_broadcast_split_use: nstaged < 2^31 */
+        }
         t->have_all = 0; /* a reader that read everything single copy */
         t->off = t->chunks = 0;
         p->phase = BCAST_CHUNK;
         break;
       }
       case BCAST_CHUNK:
-        if (t->off >= t->bytes) {
+        if (t->off >= t->end) {
           p->phase = BCAST_END;
           break;
         }
@@ -93,16 +134,23 @@ static qcclResult_t bcast_progress(plan_t* p) {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
         size_t m = bcast_len(t, s);
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
-        if (!t->cma) memcpy(shm_slot(s, root, t->g) + t->rot, (const char*)a->sendbuff + t->off, m);
+        int staged = !t->cma || t->nstaged > 0;
+        if (staged) memcpy(shm_slot(s, root, t->g) + t->rot, (const char*)a->sendbuff + t->off, m);
         coll_stats_shm(comm, m);
         shm_post(s, 3 * t->g + 3);
         /* the root's own copy once the readers may start: the whole
          * buffer after the first single-copy publication, else each chunk
-         * after it was staged */
-        if (!t->cma)
+         * after it was staged (split: and the piece read with it) */
+        if (staged)
           coll_copy((char*)a->recvbuff + t->off, (const char*)a->sendbuff + t->off, m);
         else if (t->chunks == 0)
           coll_copy(a->recvbuff, a->sendbuff, t->bytes);
+        if (t->nstaged > 0) {
+          size_t lo, len;
+          bcast_piece(t, t->chunks, &lo, &len);
+          copy_out((char*)a->recvbuff + lo, (const char*)a->sendbuff + lo, len,
+                   t->bytes >= COPY_STREAM_MIN_TOTAL);
+        }
         t->off += s->chunk_bytes;
         t->chunks++;
         p->phase = BCAST_CHUNK;
@@ -111,16 +159,36 @@ static qcclResult_t bcast_progress(plan_t* p) {
       }
       case BCAST_STAGED: {
         PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
+        uintptr_t at = 0;
+        int cma = shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at);
+        if (cma && t->chunks == 0) {
+          int32_t n = shm_reg_peer_aux(s, root, t->g, SHM_REG_IN);
+          if (n > 0) { /* split: the root stages n chunks */
+            t->nstaged = (size_t)n;
+            t->end = t->nstaged * s->chunk_bytes;
+            if (t->end > t->bytes)
+              return QCCL_ERR(qcclInternalError,
+                              "broadcast: root %d stages %zu chunks of %zu bytes", root, t->nstaged,
+                              t->bytes);
+          }
+        }
         size_t m = bcast_len(t, s);
-        uintptr_t at;
-        if (!t->have_all && shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at)) {
+        if (!t->have_all && cma && t->nstaged == 0) {
           QCCL_CHECK(cma_read_from(s, root, at, a->recvbuff, t->bytes));
           t->have_all = 1;
         }
         if (!t->have_all)
           copy_out((char*)a->recvbuff + t->off, shm_slot(s, root, t->g) + t->rot, m,
                    t->bytes >= COPY_STREAM_MIN_TOTAL);
+        size_t lo = 0, len = 0;
+        if (t->nstaged > 0) bcast_piece(t, t->chunks, &lo, &len);
+        int last = t->off + s->chunk_bytes >= t->end;
+        /* the root returns once the last chunk is posted: read before */
+        if (len > 0 && last)
+          QCCL_CHECK(cma_read_from(s, root, at + lo, (char*)a->recvbuff + lo, len));
         shm_post(s, 3 * t->g + 3);
+        if (len > 0 && !last)
+          QCCL_CHECK(cma_read_from(s, root, at + lo, (char*)a->recvbuff + lo, len));
         t->off += s->chunk_bytes;
         t->chunks++;
         p->phase = BCAST_CHUNK;

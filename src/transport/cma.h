@@ -131,6 +131,16 @@ static inline int cma_use(const shm_t* s, size_t bytes) {
   return s->cma_min > 0 && bytes >= s->cma_min;
 }
 
+/* Broadcast above CMA_BROADCAST_MAX_BYTES on 2 ranks from an out-of-place
+ * root with a plain sendbuff: the first half of the chunks staged, the
+ * rest read single copy by the other rank a piece per staged chunk
+ * (broadcast.c, "Split"). Staged, the root copies every byte twice (its
+ * slot and its own recvbuff) and the reader once. At least two chunks. */
+static inline int cma_broadcast_split_use(const shm_t* s, int nranks, size_t bytes) {
+  return nranks == 2 && bytes > CMA_BROADCAST_MAX_BYTES && cma_use(s, bytes) &&
+         bytes / s->chunk_bytes >= 2 && bytes / s->chunk_bytes / 2 < ((size_t)1 << 31);
+}
+
 /* AllGather's single copy (allgather.c): blocks of bytes on w ranks. The
  * same on every rank (the segment's and the count's), so every rank reads
  * every block whole in the first chunk, single copy or mapped. */

@@ -198,6 +198,12 @@ qcclResult_t shm_reg_peer(shm_t* s, int peer, uint64_t g, int which, size_t len,
  * one to read single copy (SHM_REG_CMA), else 0. */
 int shm_reg_peer_cma(const shm_t* s, int peer, uint64_t g, int which, uintptr_t* addr);
 
+/* After peer posted 3g+1: the fd field of its published buffer `which`.
+ * A single-copy reg (SHM_REG_CMA) has no file, so the field is the
+ * collective's own: -1 unless it says otherwise (broadcast.c, "Split": the
+ * staged chunk count). */
+int32_t shm_reg_peer_aux(const shm_t* s, int peer, uint64_t g, int which);
+
 /* Drops every peer mapping (shm_close). */
 void shm_reg_unmap(shm_t* s);
 

@@ -101,6 +101,10 @@ int shm_reg_peer_cma(const shm_t* s, int peer, uint64_t g, int which, uintptr_t*
   return 1;
 }
 
+int32_t shm_reg_peer_aux(const shm_t* s, int peer, uint64_t g, int which) {
+  return s->ctrl[peer].reg[g & 1][which].fd;
+}
+
 void shm_reg_unmap(shm_t* s) {
   if (s->maps == NULL) return;
   for (size_t k = 0; k < (size_t)s->nranks * SHM_PEER_MAPS; k++)

@@ -3,7 +3,10 @@
  *
  * Cases: every root x every dtype x in place / out of place at counts
  * {1, 1009}; count 0 for every root (NULL buffers on some); one random count
- * per dtype; the large-count rotation of mr_util.h. Inputs are arbitrary
+ * per dtype; the large-count rotation of mr_util.h; on 2 ranks the split
+ * of an out-of-place call above 2 MiB (broadcast.c: the root stages half,
+ * the other rank reads the rest single copy in pieces) at byte counts on
+ * and off the chunk and page edges, every root. Inputs are arbitrary
  * bit patterns (NaN payloads included), compared bitwise. Out of place, a
  * non-root's sendbuff holds other data that must not leak into the result,
  * and the root's sendbuff must stay unchanged. The result must hash the
@@ -75,6 +78,16 @@ int main(int argc, char** argv) {
   for (int dt = 0; dt < qcclNumTypes; dt++) {
     size_t n = mr_rand_range(&st, 2, 70000);
     run_case(&t, (qcclDataType_t)dt, n, dt & 1, (int)(st % (uint64_t)W));
+  }
+  if (W == 2) {
+    static const struct {
+      qcclDataType_t dt;
+      size_t n;
+    } split[] = {{qcclInt8, (2u << 20) + 1},    {qcclInt8, (4u << 20) - 1},
+                 {qcclInt8, (4u << 20) + 4097}, {qcclFloat32, 999983},
+                 {qcclFloat64, 1048573},        {qcclInt8, (9u << 20) + 13}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+      for (int root = 0; root < W; root++) run_case(&t, split[i].dt, split[i].n, 0, root);
   }
   mr_large_t big[2];
   int nbig = mr_large_cases(&t, COLL_ID, big);
