@@ -71,13 +71,10 @@ static size_t bcast_len(const bcast_plan_t* t, const shm_t* s) {
 }
 
 /* Split: the piece of the unstaged part [t->end, t->bytes) that goes with
- * staged chunk k (the part cut into t->nstaged pieces of whole pages). */
+ * staged chunk k. */
 static void bcast_piece(const bcast_plan_t* t, size_t k, size_t* lo, size_t* len) {
-  size_t rest = t->bytes - t->end, piece = (rest + t->nstaged - 1) / t->nstaged;
-  piece = (piece + 4095) / 4096 * 4096;
-  size_t from = k * piece < rest ? k * piece : rest;
-  *lo = t->end + from;
-  *len = rest - from < piece ? rest - from : piece;
+  coll_page_piece(t->bytes - t->end, t->nstaged, k, lo, len);
+  *lo += t->end;
 }
 
 static qcclResult_t bcast_progress(plan_t* p) {

@@ -306,6 +306,15 @@ static inline void coll_part(size_t n, int nparts, int part, size_t* lo, size_t*
   *hi = *lo + q + (p < r ? 1 : 0);
 }
 
+/* Byte range [*lo, *lo + *len) of piece k when n bytes are cut into
+ * `parts` pieces of whole pages (the last ones shorter or empty). */
+static inline void coll_page_piece(size_t n, size_t parts, size_t k, size_t* lo, size_t* len) {
+  size_t piece = (n + parts - 1) / parts;
+  piece = (piece + 4095) / 4096 * 4096;
+  *lo = k * piece < n ? k * piece : n;
+  *len = n - *lo < piece ? n - *lo : piece;
+}
+
 /* Copies n bytes unless dst == src (in place). */
 static inline void coll_copy(void* dst, const void* src, size_t n) {
   if (dst != src && n > 0) memcpy(dst, src, n);

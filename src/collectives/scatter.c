@@ -20,6 +20,16 @@
  * rank waits for the others at the end (the next call's chunk test
  * guards the slots).
  *
+ * Split (2 ranks, blocks above CMA_SCATTER_MAX2_BYTES, a plain sendbuff,
+ * the root's own block copied: cma_scatter_split_use): staged, the root's
+ * core copies its own block and stages the other's, twice what the
+ * reader's copies. As Broadcast's split (broadcast.c): the root stages
+ * the first half of the chunks and publishes its address with the staged
+ * chunk count (the reg's fd); at each staged chunk the reader also reads
+ * a piece of the rest of its block with process_vm_readv (the last
+ * before it posts the last chunk) and the root copies a piece of its own
+ * block. docs/PERF.md, "Scatter: half staged, half read in the kernel".
+ *
  * Plan: per chunk the root waits for its slot to be free, a reader for
  * the root's chunk to be staged; then the single-copy root waits for all.
  */
@@ -35,7 +45,9 @@ typedef struct {
   shm_reg_t reg;
   int cma, have_all;
   size_t off, chunks;
-  size_t rot; /* where the chunk goes in the root's slot (shm_rot) */
+  size_t end;     /* the staged bytes of a block: bytes, or the split's first part */
+  size_t nstaged; /* split: the staged chunks (0: no split) */
+  size_t rot;     /* where the chunk goes in the root's slot (shm_rot) */
   uint64_t g;
 } scatter_plan_t;
 
@@ -61,9 +73,18 @@ static qcclResult_t scatter_progress(plan_t* p) {
          * older call's address */
         shm_reg_t mapped;
         t->reg = (shm_reg_t){0, 0, -1};
-        t->cma = r == root && cma_scatter_use(s, w, bytes) &&
-                 !shm_reg_find(s, in, bytes * (size_t)w, &mapped) &&
-                 cma_offer(s, in, bytes, 0, &t->reg);
+        int plain = r == root && !shm_reg_find(s, in, bytes * (size_t)w, &mapped);
+        t->cma = plain && cma_scatter_use(s, w, bytes) && cma_offer(s, in, bytes, 0, &t->reg);
+        t->end = bytes;
+        t->nstaged = 0;
+        if (plain && !t->cma && out != in + (size_t)root * bytes &&
+            cma_scatter_split_use(s, w, bytes)) {
+          size_t nchunks = (bytes + t->piece - 1) / t->piece;
+          t->nstaged = nchunks / 2;
+          t->end = t->nstaged * t->piece;
+          t->cma = cma_offer(s, in, bytes, 0, &t->reg);
+          t->reg.fd = (int32_t)t->nstaged; /* cma_scatter_split_use: nstaged < 2^31 */
+        }
         /* staged, the root's own block first; read single copy, once the
          * readers may start (SCATTER_ROOT_FREE) */
         if (r == root && !t->cma) coll_copy(out, in + (size_t)root * bytes, bytes);
@@ -73,7 +94,7 @@ static qcclResult_t scatter_progress(plan_t* p) {
         break;
       }
       case SCATTER_CHUNK:
-        if (t->off >= bytes) {
+        if (t->off >= t->end) {
           p->phase = SCATTER_END;
           break;
         }
@@ -85,18 +106,25 @@ static qcclResult_t scatter_progress(plan_t* p) {
           p->phase = SCATTER_STAGED;
         }
         t->rot =
-            shm_rot(s, t->g, (size_t)w * (bytes - t->off < t->piece ? bytes - t->off : t->piece));
+            shm_rot(s, t->g, (size_t)w * (t->end - t->off < t->piece ? t->end - t->off : t->piece));
         break;
       case SCATTER_ROOT_FREE: {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
-        size_t m = bytes - t->off < t->piece ? bytes - t->off : t->piece;
+        size_t m = t->end - t->off < t->piece ? t->end - t->off : t->piece;
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         char* slot = shm_slot(s, root, t->g) + t->rot;
-        for (int j = 0; j < w && !t->cma; j++)
+        int staged = !t->cma || t->nstaged > 0;
+        for (int j = 0; j < w && staged; j++)
           if (j != root) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m);
         coll_stats_shm(comm, (size_t)(w - 1) * m);
         shm_post(s, 3 * t->g + 3);
-        if (t->cma && t->chunks == 0) coll_copy(out, in + (size_t)root * bytes, bytes);
+        if (t->nstaged > 0) { /* split: a piece of the own block per chunk */
+          size_t lo, len;
+          coll_page_piece(bytes, t->nstaged, t->chunks, &lo, &len);
+          copy_out(out + lo, in + (size_t)root * bytes + lo, len, bytes >= COPY_STREAM_MIN_TOTAL);
+        } else if (t->cma && t->chunks == 0) {
+          coll_copy(out, in + (size_t)root * bytes, bytes);
+        }
         t->off += t->piece;
         t->chunks++;
         p->phase = SCATTER_CHUNK;
@@ -105,16 +133,37 @@ static qcclResult_t scatter_progress(plan_t* p) {
       }
       case SCATTER_STAGED: {
         PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
-        size_t m = bytes - t->off < t->piece ? bytes - t->off : t->piece;
-        uintptr_t at;
-        if (!t->have_all && shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at)) {
+        uintptr_t at = 0;
+        int cma = shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at);
+        if (cma && t->chunks == 0) {
+          int32_t n = shm_reg_peer_aux(s, root, t->g, SHM_REG_IN);
+          if (n > 0) { /* split: the root stages n chunks */
+            t->nstaged = (size_t)n;
+            t->end = t->nstaged * t->piece;
+            if (t->end > bytes)
+              return QCCL_ERR(qcclInternalError, "scatter: root %d stages %zu chunks of %zu bytes",
+                              root, t->nstaged, bytes);
+          }
+        }
+        size_t m = t->end - t->off < t->piece ? t->end - t->off : t->piece;
+        if (!t->have_all && cma && t->nstaged == 0) {
           QCCL_CHECK(cma_read_from(s, root, at + (uintptr_t)r * bytes, out, bytes));
           t->have_all = 1;
         }
         if (!t->have_all)
           copy_out(out + t->off, shm_slot(s, root, t->g) + t->rot + (size_t)r * m, m,
                    bytes >= COPY_STREAM_MIN_TOTAL);
+        size_t lo = 0, len = 0;
+        if (t->nstaged > 0) {
+          coll_page_piece(bytes - t->end, t->nstaged, t->chunks, &lo, &len);
+          lo += t->end;
+        }
+        int last = t->off + t->piece >= t->end;
+        uintptr_t from = at + (uintptr_t)r * bytes + lo;
+        /* the root returns once the last chunk is posted: read before */
+        if (len > 0 && last) QCCL_CHECK(cma_read_from(s, root, from, out + lo, len));
         shm_post(s, 3 * t->g + 3);
+        if (len > 0 && !last) QCCL_CHECK(cma_read_from(s, root, from, out + lo, len));
         t->off += t->piece;
         t->chunks++;
         p->phase = SCATTER_CHUNK;

@@ -152,7 +152,8 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
     QCCL_INFO(
         LOG_SHM,
         "rank %d: single copy (CMA) %s (%s), from %lld bytes per peer (AlltoAll from %zu, Scatter "
-        "(up to %zu per block on 2 ranks); AllGather on %d ranks or fewer; Gather: the others "
+        "(up to %zu per block on 2 ranks, above that half of the block when the root's own "
+        "block is copied); AllGather on %d ranks or fewer; Gather: the others "
         "write into the root's buffer, on 2 ranks, on more once they "
         "send %zu in all; Reduce on 2 ranks in calls of %zu-%zu bytes; Broadcast on 2 ranks: the "
         "whole root buffer in calls of %zu-%zu bytes, above that half of an out-of-place call; "

@@ -172,6 +172,16 @@ static inline int cma_a2a_use(const shm_t* s, size_t bytes) {
 static inline int cma_scatter_use(const shm_t* s, int nranks, size_t block) {
   return cma_use(s, block) && (nranks > 2 || block <= CMA_SCATTER_MAX2_BYTES);
 }
+
+/* Scatter above that on 2 ranks, from a plain sendbuff when the root's own
+ * block is copied (not in place): half of the reader's block staged, the
+ * rest read single copy a piece per staged chunk, as Broadcast's split
+ * (scatter.c, "Split"). At least two chunk pieces (chunk_bytes / 2 each). */
+static inline int cma_scatter_split_use(const shm_t* s, int nranks, size_t block) {
+  size_t pieces = block / (s->chunk_bytes / 2);
+  return nranks == 2 && block > CMA_SCATTER_MAX2_BYTES && cma_use(s, block) && pieces >= 2 &&
+         pieces / 2 < ((size_t)1 << 31);
+}
 /* Gather (gather.c), blocks from CMA's threshold, on 2 ranks at any size
  * and on more in calls where the other ranks send at least
  * CMA_GATHER_PUSH_MIN_MOVED bytes in all: the root publishes its recvbuff

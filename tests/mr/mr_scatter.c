@@ -5,7 +5,10 @@
  * Cases: every root x every dtype x in place (on the root, recvbuff ==
  * sendbuff + root * count) / out of place at counts {1, 1009}; count 0 for
  * every root; one random count per dtype; the large-count rotation of
- * mr_util.h. Non-root ranks pass sendbuff NULL or a buffer of other data
+ * mr_util.h; on 2 ranks the split of blocks above 2 MiB (scatter.c: half
+ * staged, the rest read single copy in pieces) at byte counts on and off
+ * the chunk and page edges, every root, out of place and (no split) in
+ * place. Non-root ranks pass sendbuff NULL or a buffer of other data
  * that must not leak into the result. Every rank checks its block; the
  * root's sendbuff stays unchanged; nothing is written outside recvbuff; a
  * second run gives the same bits.
@@ -74,5 +77,16 @@ int main(int argc, char** argv) {
   mr_large_t big[2];
   int nbig = mr_large_cases(&t, COLL_ID, big);
   for (int i = 0; i < nbig; i++) run_case(&t, big[i].dt, big[i].count, big[i].inplace, big[i].root);
+  if (W == 2) {
+    static const struct {
+      qcclDataType_t dt;
+      size_t n;
+    } split[] = {{qcclInt8, (2u << 20) + 1},    {qcclInt8, (4u << 20) - 1},
+                 {qcclInt8, (4u << 20) + 4097}, {qcclFloat32, 999983},
+                 {qcclFloat64, 1048573},        {qcclInt8, (9u << 20) + 13}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+      for (int root = 0; root < W; root++)
+        run_case(&t, split[i].dt, split[i].n, i == 2 && root == 1, root);
+  }
   return mr_finish(&t);
 }
