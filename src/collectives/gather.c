@@ -23,6 +23,20 @@
  * are gone. The root returns once every writer has posted, so its buffer
  * outlives the writes; a writer is done once it has written.
  *
+ * Split (2 ranks, blocks above CMA_GATHER_SPLIT_MIN2_BYTES:
+ * cma_gather_split_use, the same on both): writing, the other rank's core
+ * copies its whole block in the kernel at about half of memcpy's speed
+ * while the root's copies its own block once, and the writer sets the
+ * pace. The root publishes its recvbuff with a staged chunk count (the
+ * reg's fd): half of the chunks when it copies its own block, all of them
+ * in place (then the two cores copy the block once each, staged, and
+ * nothing is written). The writer waits for that first publication,
+ * stages that many chunks and, at each, writes a piece of the rest of its
+ * block with process_vm_writev (the last before it posts the last chunk,
+ * since the root returns then); the root copies each staged chunk out
+ * and a piece of its own block. docs/PERF.md, "Gather: half staged, half
+ * written in the kernel".
+ *
  * Plan: per chunk every rank waits for its slot to be free; the root then
  * waits for each peer's piece in turn (k: the next peer to read); a writer
  * waits for the root's first chunk.
@@ -38,8 +52,12 @@ typedef struct {
   /* the call's */
   shm_reg_t out_reg;
   int push, k;
+  int split;
+  uintptr_t at; /* split, a writer: the root's recvbuff */
   size_t off, chunks;
-  size_t rot; /* where the chunk goes in the slots (shm_rot) */
+  size_t end;     /* the staged bytes: bytes, or the split's first part */
+  size_t nstaged; /* split: the staged chunks (root: from the start; writer: from chunk 0) */
+  size_t rot;     /* where the chunk goes in the slots (shm_rot) */
   uint64_t g;
 } gather_plan_t;
 
@@ -74,32 +92,42 @@ static qcclResult_t gather_progress(plan_t* p) {
         /* always published (id 0: staged), so that the root never follows
          * an older call's address */
         t->out_reg = (shm_reg_t){0, 0, -1};
-        t->push = cma_gather_push_use(s, w, bytes);
-        if (t->push && r == root) cma_offer(s, out, bytes, 0, &t->out_reg);
+        t->split = cma_gather_split_use(s, w, bytes);
+        t->push = !t->split && cma_gather_push_use(s, w, bytes);
+        t->end = bytes;
+        t->nstaged = 0;
+        if ((t->push || t->split) && r == root) cma_offer(s, out, bytes, 0, &t->out_reg);
+        if (t->split && r == root) {
+          size_t nchunks = (bytes + s->chunk_bytes - 1) / s->chunk_bytes;
+          t->nstaged = out + (size_t)root * bytes == in ? nchunks : nchunks / 2;
+          t->end = t->nstaged * s->chunk_bytes < bytes ? t->nstaged * s->chunk_bytes : bytes;
+          t->out_reg.fd = (int32_t)t->nstaged; /* cma_gather_split_use: < 2^31 */
+        }
         /* the root's own block: first, while the others stage or publish;
          * when they write, once they may start (GATHER_FREE) */
-        if (r == root && !t->push) coll_copy(out + (size_t)root * bytes, in, bytes);
+        if (r == root && !t->push && !t->split) coll_copy(out + (size_t)root * bytes, in, bytes);
         t->off = t->chunks = 0;
         p->phase = GATHER_CHUNK;
         break;
       }
       case GATHER_CHUNK:
-        if (t->off >= bytes) {
+        if (t->off >= t->end) {
           p->phase = GATHER_END;
           break;
         }
         t->g = shm_chunk_next(s);
+        /* the first chunk is a full one either way (split: two or more) */
         t->rot =
-            shm_rot(s, t->g, bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes);
+            shm_rot(s, t->g, t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes);
         p->phase = GATHER_FREE;
         PLAN_FALLTHROUGH;
       case GATHER_FREE: {
         PLAN_TEST(p, shm_test_chunk(s, t->g));
-        size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
-        if (r != root && t->push) {
+        if (r != root && (t->push || t->split)) {
           p->phase = GATHER_PUSH;
           break;
         }
+        size_t m = t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
         if (r != root) {
           memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
           coll_stats_shm(comm, m);
@@ -109,11 +137,46 @@ static qcclResult_t gather_progress(plan_t* p) {
         shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
         shm_post(s, 3 * t->g + 1);
         if (t->push && t->off == 0) coll_copy(out + (size_t)root * bytes, in, bytes);
+        if (t->split) { /* a piece of the own block per staged chunk */
+          size_t lo, len;
+          coll_page_piece(bytes, t->nstaged, t->chunks, &lo, &len);
+          if (out + (size_t)root * bytes != in)
+            copy_out(out + (size_t)root * bytes + lo, in + lo, len,
+                     bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
+        }
         t->k = 1;
         p->phase = GATHER_READ;
         break;
       }
       case GATHER_PUSH: {
+        if (t->split) {
+          if (t->chunks == 0) { /* the root's address and staged chunk count */
+            PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
+            if (!shm_reg_peer_cma(s, root, t->g, SHM_REG_OUT, &t->at))
+              return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write",
+                              root);
+            int32_t n = shm_reg_peer_aux(s, root, t->g, SHM_REG_OUT);
+            if (n <= 0 || (size_t)n * s->chunk_bytes >= bytes + s->chunk_bytes)
+              return QCCL_ERR(qcclInternalError, "gather: root %d stages %d chunks of %zu bytes",
+                              root, n, bytes);
+            t->nstaged = (size_t)n;
+            t->end = t->nstaged * s->chunk_bytes < bytes ? t->nstaged * s->chunk_bytes : bytes;
+          }
+          size_t m = t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
+          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
+          coll_stats_shm(comm, m);
+          size_t lo, len;
+          coll_page_piece(bytes - t->end, t->nstaged, t->chunks, &lo, &len);
+          lo += t->end;
+          uintptr_t to = t->at + (uintptr_t)r * bytes + lo;
+          /* the root returns once the last chunk is posted: write before */
+          int last = t->off + s->chunk_bytes >= t->end;
+          if (len > 0 && last) QCCL_CHECK(cma_write_to(s, root, to, in + lo, len));
+          int yield = gather_chunk_done(p, t, s);
+          if (len > 0 && !last) QCCL_CHECK(cma_write_to(s, root, to, in + lo, len));
+          if (yield) return qcclInProgress;
+          break;
+        }
         /* the whole block into the root's recvbuff at the first chunk,
          * once the root has published it; later chunks only keep step */
         if (t->off == 0) {
@@ -129,7 +192,7 @@ static qcclResult_t gather_progress(plan_t* p) {
         break;
       }
       case GATHER_READ: {
-        size_t m = bytes - t->off < s->chunk_bytes ? bytes - t->off : s->chunk_bytes;
+        size_t m = t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
         for (; t->k < w; t->k++) {
           int j = (r + t->k) % w;
           PLAN_TEST(p, shm_test_rank(s, j, 3 * t->g + 1));

@@ -182,6 +182,7 @@ static inline int cma_scatter_split_use(const shm_t* s, int nranks, size_t block
   return nranks == 2 && block > CMA_SCATTER_MAX2_BYTES && cma_use(s, block) && pieces >= 2 &&
          pieces / 2 < ((size_t)1 << 31);
 }
+
 /* Gather (gather.c), blocks from CMA's threshold, on 2 ranks at any size
  * and on more in calls where the other ranks send at least
  * CMA_GATHER_PUSH_MIN_MOVED bytes in all: the root publishes its recvbuff
@@ -206,6 +207,18 @@ static inline int cma_scatter_split_use(const shm_t* s, int nranks, size_t block
 static inline int cma_gather_push_use(const shm_t* s, int nranks, size_t block) {
   return cma_use(s, block) &&
          (nranks == 2 || (size_t)(nranks - 1) * block >= CMA_GATHER_PUSH_MIN_MOVED);
+}
+
+/* Gather on 2 ranks, blocks above CMA_GATHER_SPLIT_MIN2_BYTES: the writer
+ * writes only part of its block in the kernel and stages the rest, as
+ * many chunks as the root asks (gather.c, "Split": half when the root
+ * copies its own block, all in place). The same on both ranks (the size
+ * and the segment's). At least two chunks. */
+#define CMA_GATHER_SPLIT_MIN2_BYTES ((size_t)2 << 20)
+static inline int cma_gather_split_use(const shm_t* s, int nranks, size_t block) {
+  size_t chunks = block / s->chunk_bytes;
+  return nranks == 2 && block > CMA_GATHER_SPLIT_MIN2_BYTES && cma_use(s, block) && chunks >= 2 &&
+         chunks < ((size_t)1 << 31);
 }
 
 /* Reduce (reduce.c), on 2 ranks only, calls of CMA_REDUCE_MIN2_BYTES to

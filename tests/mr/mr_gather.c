@@ -6,7 +6,10 @@
  * recvbuff + root * count) / out of place at counts {1, 1009}; count 0 for
  * every root; one random count per dtype; 65537 f32 for every root and
  * 262147 bf16 (the sizes single copy takes); the large-count rotation of
- * mr_util.h. Non-root ranks pass recvbuff NULL or a buffer that must stay
+ * mr_util.h; on 2 ranks the split of blocks above 2 MiB (gather.c: the
+ * writer stages half, or all in place, and writes the rest in pieces) at
+ * byte counts on and off the chunk and page edges, every root, out of
+ * place and in place. Non-root ranks pass recvbuff NULL or a buffer that must stay
  * untouched. The root checks every block; sendbuffs stay unchanged;
  * nothing is written outside recvbuff; a second run gives the same bits.
  */
@@ -88,5 +91,16 @@ int main(int argc, char** argv) {
   mr_large_t big[2];
   int nbig = mr_large_cases(&t, COLL_ID, big);
   for (int i = 0; i < nbig; i++) run_case(&t, big[i].dt, big[i].count, big[i].inplace, big[i].root);
+  if (W == 2) {
+    static const struct {
+      qcclDataType_t dt;
+      size_t n;
+    } split[] = {{qcclInt8, (2u << 20) + 1},    {qcclInt8, (4u << 20) - 1},
+                 {qcclInt8, (4u << 20) + 4097}, {qcclFloat32, 999983},
+                 {qcclFloat64, 1048573},        {qcclInt8, (9u << 20) + 13}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+      for (int root = 0; root < W; root++)
+        run_case(&t, split[i].dt, split[i].n, (int)(i + (size_t)root) % 3 == 0, root);
+  }
   return mr_finish(&t);
 }
