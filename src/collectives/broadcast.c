@@ -101,11 +101,12 @@ static qcclResult_t bcast_progress(plan_t* p) {
                  t->bytes >= CMA_BROADCAST_MIN_BYTES &&
                  cma_offer(s, a->sendbuff, t->bytes, CMA_BROADCAST_MAX_BYTES, &t->reg);
         if (plain && !t->cma && a->sendbuff != a->recvbuff &&
-            cma_broadcast_split_use(s, comm->nranks, t->bytes)) {
+            cma_broadcast_split_use(s, comm->nranks, t->bytes) &&
+            cma_offer(s, a->sendbuff, t->bytes, 0, &t->reg)) {
           size_t nchunks = (t->bytes + s->chunk_bytes - 1) / s->chunk_bytes;
+          t->cma = 1;
           t->nstaged = nchunks / 2;
           t->end = t->nstaged * s->chunk_bytes;
-          t->cma = cma_offer(s, a->sendbuff, t->bytes, 0, &t->reg);
           t->reg.fd = (int32_t)t->nstaged; /* cma_broadcast_split_use: nstaged < 2^31 */
         }
         t->have_all = 0; /* a reader that read everything single copy */

@@ -78,11 +78,11 @@ static qcclResult_t scatter_progress(plan_t* p) {
         t->end = bytes;
         t->nstaged = 0;
         if (plain && !t->cma && out != in + (size_t)root * bytes &&
-            cma_scatter_split_use(s, w, bytes)) {
+            cma_scatter_split_use(s, w, bytes) && cma_offer(s, in, bytes, 0, &t->reg)) {
           size_t nchunks = (bytes + t->piece - 1) / t->piece;
+          t->cma = 1;
           t->nstaged = nchunks / 2;
           t->end = t->nstaged * t->piece;
-          t->cma = cma_offer(s, in, bytes, 0, &t->reg);
           t->reg.fd = (int32_t)t->nstaged; /* cma_scatter_split_use: nstaged < 2^31 */
         }
         /* staged, the root's own block first; read single copy, once the
