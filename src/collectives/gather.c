@@ -8,7 +8,8 @@
  * slots); the root returns once it has read every chunk.
  *
  * Single copy, written by the others (cma.h, cma_gather_push_use: from
- * CMA's threshold, on 2 ranks at any size, on more in larger calls;
+ * CMA's threshold, on 2 ranks up to the split's blocks (below), on more
+ * in larger calls;
  * every rank decides alike from the size and the agreed threshold): the
  * root publishes its recvbuff at every chunk, and every other rank, once
  * the root has posted the first chunk, writes its whole block into it

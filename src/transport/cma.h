@@ -183,8 +183,9 @@ static inline int cma_scatter_split_use(const shm_t* s, int nranks, size_t block
          pieces / 2 < ((size_t)1 << 31);
 }
 
-/* Gather (gather.c), blocks from CMA's threshold, on 2 ranks at any size
- * and on more in calls where the other ranks send at least
+/* Gather (gather.c), blocks from CMA's threshold, on 2 ranks up to
+ * CMA_GATHER_SPLIT_MIN2_BYTES blocks (above: cma_gather_split_use) and
+ * on more in calls where the other ranks send at least
  * CMA_GATHER_PUSH_MIN_MOVED bytes in all: the root publishes its recvbuff
  * and every other rank writes its block into it with process_vm_writev,
  * the writers at once, where a root reading them single copy copied
