@@ -159,17 +159,9 @@ static qcclResult_t bcast_progress(plan_t* p) {
         PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
         uintptr_t at = 0;
         int cma = shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at);
-        if (cma && t->chunks == 0) {
-          int32_t n = shm_reg_peer_aux(s, root, t->g, SHM_REG_IN);
-          if (n > 0) { /* split: the root stages n chunks */
-            t->nstaged = (size_t)n;
-            t->end = t->nstaged * s->chunk_bytes;
-            if (t->end > t->bytes)
-              return QCCL_ERR(qcclInternalError,
-                              "broadcast: root %d stages %zu chunks of %zu bytes", root, t->nstaged,
-                              t->bytes);
-          }
-        }
+        if (cma && t->chunks == 0) /* split: the root stages this many chunks */
+          QCCL_CHECK(node_split_staged(s, "broadcast", root, t->g, SHM_REG_IN, s->chunk_bytes,
+                                       t->bytes, &t->nstaged, &t->end));
         size_t m = bcast_len(t, s);
         if (!t->have_all && cma && t->nstaged == 0) {
           QCCL_CHECK(cma_read_from(s, root, at, a->recvbuff, t->bytes));

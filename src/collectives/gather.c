@@ -156,12 +156,11 @@ static qcclResult_t gather_progress(plan_t* p) {
             if (!shm_reg_peer_cma(s, root, t->g, SHM_REG_OUT, &t->at))
               return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write",
                               root);
-            int32_t n = shm_reg_peer_aux(s, root, t->g, SHM_REG_OUT);
-            if (n <= 0 || (size_t)n * s->chunk_bytes >= bytes + s->chunk_bytes)
-              return QCCL_ERR(qcclInternalError, "gather: root %d stages %d chunks of %zu bytes",
-                              root, n, bytes);
-            t->nstaged = (size_t)n;
-            t->end = t->nstaged * s->chunk_bytes < bytes ? t->nstaged * s->chunk_bytes : bytes;
+            QCCL_CHECK(node_split_staged(s, "gather", root, t->g, SHM_REG_OUT, s->chunk_bytes,
+                                         bytes, &t->nstaged, &t->end));
+            if (t->nstaged == 0)
+              return QCCL_ERR(qcclInternalError, "gather: root %d published no staged chunks",
+                              root);
           }
           size_t m = t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
           memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);

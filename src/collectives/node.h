@@ -44,4 +44,25 @@ static inline qcclResult_t node_test_rooted_end(shm_t* s, size_t nchunks) {
   return shm_test_all(s, 3 * (s->chunk_seq - 1) + 3);
 }
 
+/* The split of a rooted call on 2 ranks (broadcast.c, scatter.c, gather.c,
+ * "Split"), on the rank that is not the root, once the root posted chunk
+ * g's 3g+1: the staged chunk count it published with its buffer `which`
+ * (the single-copy reg's fd), and the staged bytes, n chunks of unit
+ * bytes and at most bytes; *nstaged 0 and *end bytes where it published
+ * none. A count the call cannot hold is the root's error. */
+static inline qcclResult_t node_split_staged(const shm_t* s, const char* coll, int root, uint64_t g,
+                                             int which, size_t unit, size_t bytes, size_t* nstaged,
+                                             size_t* end) {
+  int32_t n = shm_reg_peer_aux(s, root, g, which);
+  *nstaged = 0;
+  *end = bytes;
+  if (n <= 0) return qcclSuccess;
+  if ((size_t)n * unit >= bytes + unit)
+    return QCCL_ERR(qcclInternalError, "%s: root %d stages %d chunks of %zu bytes", coll, root,
+                    (int)n, bytes);
+  *nstaged = (size_t)n;
+  *end = (size_t)n * unit < bytes ? (size_t)n * unit : bytes;
+  return qcclSuccess;
+}
+
 #endif /* QCCL_COLLECTIVES_NODE_H_ */

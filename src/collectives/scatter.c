@@ -135,16 +135,9 @@ static qcclResult_t scatter_progress(plan_t* p) {
         PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
         uintptr_t at = 0;
         int cma = shm_reg_peer_cma(s, root, t->g, SHM_REG_IN, &at);
-        if (cma && t->chunks == 0) {
-          int32_t n = shm_reg_peer_aux(s, root, t->g, SHM_REG_IN);
-          if (n > 0) { /* split: the root stages n chunks */
-            t->nstaged = (size_t)n;
-            t->end = t->nstaged * t->piece;
-            if (t->end > bytes)
-              return QCCL_ERR(qcclInternalError, "scatter: root %d stages %zu chunks of %zu bytes",
-                              root, t->nstaged, bytes);
-          }
-        }
+        if (cma && t->chunks == 0) /* split: the root stages this many chunks */
+          QCCL_CHECK(node_split_staged(s, "scatter", root, t->g, SHM_REG_IN, t->piece, bytes,
+                                       &t->nstaged, &t->end));
         size_t m = t->end - t->off < t->piece ? t->end - t->off : t->piece;
         if (!t->have_all && cma && t->nstaged == 0) {
           QCCL_CHECK(cma_read_from(s, root, at + (uintptr_t)r * bytes, out, bytes));

@@ -77,16 +77,12 @@ int main(int argc, char** argv) {
   mr_large_t big[2];
   int nbig = mr_large_cases(&t, COLL_ID, big);
   for (int i = 0; i < nbig; i++) run_case(&t, big[i].dt, big[i].count, big[i].inplace, big[i].root);
-  if (W == 2) {
-    static const struct {
-      qcclDataType_t dt;
-      size_t n;
-    } split[] = {{qcclInt8, (2u << 20) + 1},    {qcclInt8, (4u << 20) - 1},
-                 {qcclInt8, (4u << 20) + 4097}, {qcclFloat32, 999983},
-                 {qcclFloat64, 1048573},        {qcclInt8, (9u << 20) + 13}};
-    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
-      for (int root = 0; root < W; root++)
-        run_case(&t, split[i].dt, split[i].n, i == 2 && root == 1, root);
-  }
+  if (W == 2)
+    for (size_t i = 0; i < MR_SPLIT_CASES; i++)
+      for (int root = 0; root < W; root++) {
+        const mr_split_t c = mr_split_cases[i];
+        run_case(&t, c.dt, c.count, i == 2 && root == 1, root);
+      }
+
   return mr_finish(&t);
 }

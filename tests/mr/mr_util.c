@@ -865,6 +865,10 @@ int mr_same_everywhere(mr_case_t* c, uint64_t h, const char* what) {
 
 /* ------------------------------------------------------ large rotation */
 
+const mr_split_t mr_split_cases[MR_SPLIT_CASES] = {
+    {qcclInt8, (2u << 20) + 1}, {qcclInt8, (4u << 20) - 1}, {qcclInt8, (4u << 20) + 4097},
+    {qcclFloat32, 999983},      {qcclFloat64, 1048573},     {qcclInt8, (9u << 20) + 13}};
+
 int mr_large_cases(const mr_t* t, int coll, mr_large_t* out) {
   static const qcclDataType_t dts[12] = {qcclFloat32,    qcclBfloat16, qcclInt32,      qcclFloat16,
                                          qcclUint8,      qcclFloat64,  qcclFloat8e4m3, qcclInt64,

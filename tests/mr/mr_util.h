@@ -224,4 +224,15 @@ typedef struct {
  * small integer, distinct per collective); returns how many (<= 2). */
 int mr_large_cases(const mr_t* t, int coll, mr_large_t* out);
 
+/* The splits of the rooted calls on 2 ranks (broadcast.c, scatter.c,
+ * gather.c: above 2 MiB per block, half staged and half in the kernel, in
+ * pieces of whole pages): counts whose bytes sit on and off the 2 MiB
+ * threshold, the 1 MiB chunks and the pages, in int8, f32 and f64. */
+typedef struct {
+  qcclDataType_t dt;
+  size_t count;
+} mr_split_t;
+#define MR_SPLIT_CASES 6
+extern const mr_split_t mr_split_cases[MR_SPLIT_CASES];
+
 #endif /* QCCL_TESTS_MR_UTIL_H_ */
