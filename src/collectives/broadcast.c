@@ -24,7 +24,7 @@
  * published.
  *
  * Split (2 ranks, calls above CMA_BROADCAST_MAX_BYTES, a plain sendbuff,
- * out of place; cma_broadcast_split): staged, the root's core does two
+ * out of place; cma_broadcast_split_use): staged, the root's core does two
  * copies of every byte (the slot and its own recvbuff) where the reader's
  * does one, and the root sets the pace. So the root stages only the first
  * half of the chunks and publishes its address with the staged chunk count
@@ -70,13 +70,6 @@ static size_t bcast_len(const bcast_plan_t* t, const shm_t* s) {
   return t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
 }
 
-/* Split: the piece of the unstaged part [t->end, t->bytes) that goes with
- * staged chunk k. */
-static void bcast_piece(const bcast_plan_t* t, size_t k, size_t* lo, size_t* len) {
-  coll_page_piece(t->bytes - t->end, t->nstaged, k, lo, len);
-  *lo += t->end;
-}
-
 static qcclResult_t bcast_progress(plan_t* p) {
   bcast_plan_t* t = (bcast_plan_t*)p;
   qcclComm_t comm = p->comm;
@@ -103,11 +96,8 @@ static qcclResult_t bcast_progress(plan_t* p) {
         if (plain && !t->cma && a->sendbuff != a->recvbuff &&
             cma_broadcast_split_use(s, comm->nranks, t->bytes) &&
             cma_offer(s, a->sendbuff, t->bytes, 0, &t->reg)) {
-          size_t nchunks = (t->bytes + s->chunk_bytes - 1) / s->chunk_bytes;
           t->cma = 1;
-          t->nstaged = nchunks / 2;
-          t->end = t->nstaged * s->chunk_bytes;
-          t->reg.fd = (int32_t)t->nstaged; /* cma_broadcast_split_use: nstaged < 2^31 */
+          node_split_plan(t->bytes, s->chunk_bytes, 0, &t->reg, &t->nstaged, &t->end);
         }
         t->have_all = 0; /* a reader that read everything single copy */
         t->off = t->chunks = 0;
@@ -145,7 +135,7 @@ static qcclResult_t bcast_progress(plan_t* p) {
           coll_copy(a->recvbuff, a->sendbuff, t->bytes);
         if (t->nstaged > 0) {
           size_t lo, len;
-          bcast_piece(t, t->chunks, &lo, &len);
+          node_split_piece(t->bytes, t->end, t->nstaged, t->chunks, &lo, &len);
           copy_out((char*)a->recvbuff + lo, (const char*)a->sendbuff + lo, len,
                    t->bytes >= COPY_STREAM_MIN_TOTAL);
         }
@@ -171,7 +161,7 @@ static qcclResult_t bcast_progress(plan_t* p) {
           copy_out((char*)a->recvbuff + t->off, shm_slot(s, root, t->g) + t->rot, m,
                    t->bytes >= COPY_STREAM_MIN_TOTAL);
         size_t lo = 0, len = 0;
-        if (t->nstaged > 0) bcast_piece(t, t->chunks, &lo, &len);
+        if (t->nstaged > 0) node_split_piece(t->bytes, t->end, t->nstaged, t->chunks, &lo, &len);
         int last = t->off + s->chunk_bytes >= t->end;
         /* the root returns once the last chunk is posted: read before */
         if (len > 0 && last)

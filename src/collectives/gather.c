@@ -98,12 +98,9 @@ static qcclResult_t gather_progress(plan_t* p) {
         t->end = bytes;
         t->nstaged = 0;
         if ((t->push || t->split) && r == root) cma_offer(s, out, bytes, 0, &t->out_reg);
-        if (t->split && r == root) {
-          size_t nchunks = (bytes + s->chunk_bytes - 1) / s->chunk_bytes;
-          t->nstaged = out + (size_t)root * bytes == in ? nchunks : nchunks / 2;
-          t->end = t->nstaged * s->chunk_bytes < bytes ? t->nstaged * s->chunk_bytes : bytes;
-          t->out_reg.fd = (int32_t)t->nstaged; /* cma_gather_split_use: < 2^31 */
-        }
+        if (t->split && r == root) /* in place: all staged */
+          node_split_plan(bytes, s->chunk_bytes, out + (size_t)root * bytes == in, &t->out_reg,
+                          &t->nstaged, &t->end);
         /* the root's own block: first, while the others stage or publish;
          * when they write, once they may start (GATHER_FREE) */
         if (r == root && !t->push && !t->split) coll_copy(out + (size_t)root * bytes, in, bytes);
@@ -166,8 +163,7 @@ static qcclResult_t gather_progress(plan_t* p) {
           memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
           coll_stats_shm(comm, m);
           size_t lo, len;
-          coll_page_piece(bytes - t->end, t->nstaged, t->chunks, &lo, &len);
-          lo += t->end;
+          node_split_piece(bytes, t->end, t->nstaged, t->chunks, &lo, &len);
           uintptr_t to = t->at + (uintptr_t)r * bytes + lo;
           /* the root returns once the last chunk is posted: write before */
           int last = t->off + s->chunk_bytes >= t->end;

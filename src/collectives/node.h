@@ -45,6 +45,27 @@ static inline qcclResult_t node_test_rooted_end(shm_t* s, size_t nchunks) {
 }
 
 /* The split of a rooted call on 2 ranks (broadcast.c, scatter.c, gather.c,
+ * "Split"), on the root: of a block of bytes in chunks of unit bytes it
+ * stages half of the chunks (all with `all`), the first *end bytes, and
+ * publishes the count with reg (its fd; cma_split_use keeps it below
+ * 2^31) for the other rank's node_split_staged. */
+static inline void node_split_plan(size_t bytes, size_t unit, int all, shm_reg_t* reg,
+                                   size_t* nstaged, size_t* end) {
+  size_t nchunks = (bytes + unit - 1) / unit;
+  *nstaged = all ? nchunks : nchunks / 2;
+  *end = *nstaged * unit < bytes ? *nstaged * unit : bytes;
+  reg->fd = (int32_t)*nstaged;
+}
+
+/* The split's piece k (of nstaged, one per staged chunk) of the bytes
+ * [end, bytes) that cross in the kernel, in whole pages. */
+static inline void node_split_piece(size_t bytes, size_t end, size_t nstaged, size_t k, size_t* lo,
+                                    size_t* len) {
+  coll_page_piece(bytes - end, nstaged, k, lo, len);
+  *lo += end;
+}
+
+/* The split of a rooted call on 2 ranks (broadcast.c, scatter.c, gather.c,
  * "Split"), on the rank that is not the root, once the root posted chunk
  * g's 3g+1: the staged chunk count it published with its buffer `which`
  * (the single-copy reg's fd), and the staged bytes, n chunks of unit

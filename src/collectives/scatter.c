@@ -79,11 +79,8 @@ static qcclResult_t scatter_progress(plan_t* p) {
         t->nstaged = 0;
         if (plain && !t->cma && out != in + (size_t)root * bytes &&
             cma_scatter_split_use(s, w, bytes) && cma_offer(s, in, bytes, 0, &t->reg)) {
-          size_t nchunks = (bytes + t->piece - 1) / t->piece;
           t->cma = 1;
-          t->nstaged = nchunks / 2;
-          t->end = t->nstaged * t->piece;
-          t->reg.fd = (int32_t)t->nstaged; /* cma_scatter_split_use: nstaged < 2^31 */
+          node_split_plan(bytes, t->piece, 0, &t->reg, &t->nstaged, &t->end);
         }
         /* staged, the root's own block first; read single copy, once the
          * readers may start (SCATTER_ROOT_FREE) */
@@ -147,10 +144,7 @@ static qcclResult_t scatter_progress(plan_t* p) {
           copy_out(out + t->off, shm_slot(s, root, t->g) + t->rot + (size_t)r * m, m,
                    bytes >= COPY_STREAM_MIN_TOTAL);
         size_t lo = 0, len = 0;
-        if (t->nstaged > 0) {
-          coll_page_piece(bytes - t->end, t->nstaged, t->chunks, &lo, &len);
-          lo += t->end;
-        }
+        if (t->nstaged > 0) node_split_piece(bytes, t->end, t->nstaged, t->chunks, &lo, &len);
         int last = t->off + t->piece >= t->end;
         uintptr_t from = at + (uintptr_t)r * bytes + lo;
         /* the root returns once the last chunk is posted: read before */

@@ -131,14 +131,23 @@ static inline int cma_use(const shm_t* s, size_t bytes) {
   return s->cma_min > 0 && bytes >= s->cma_min;
 }
 
+/* The split of a rooted call (broadcast.c, scatter.c, gather.c, "Split"):
+ * on 2 ranks, blocks above `above` bytes and from CMA's threshold, of at
+ * least two and fewer than 2^31 units (the staged chunks; their count
+ * travels in a reg's 32-bit fd). */
+static inline int cma_split_use(const shm_t* s, int nranks, size_t block, size_t above,
+                                size_t unit) {
+  return nranks == 2 && block > above && cma_use(s, block) && block / unit >= 2 &&
+         block / unit < ((size_t)1 << 31);
+}
+
 /* Broadcast above CMA_BROADCAST_MAX_BYTES on 2 ranks from an out-of-place
  * root with a plain sendbuff: the first half of the chunks staged, the
  * rest read single copy by the other rank a piece per staged chunk
  * (broadcast.c, "Split"). Staged, the root copies every byte twice (its
  * slot and its own recvbuff) and the reader once. At least two chunks. */
 static inline int cma_broadcast_split_use(const shm_t* s, int nranks, size_t bytes) {
-  return nranks == 2 && bytes > CMA_BROADCAST_MAX_BYTES && cma_use(s, bytes) &&
-         bytes / s->chunk_bytes >= 2 && bytes / s->chunk_bytes / 2 < ((size_t)1 << 31);
+  return cma_split_use(s, nranks, bytes, CMA_BROADCAST_MAX_BYTES, s->chunk_bytes);
 }
 
 /* AllGather's single copy (allgather.c): blocks of bytes on w ranks. The
@@ -178,9 +187,7 @@ static inline int cma_scatter_use(const shm_t* s, int nranks, size_t block) {
  * rest read single copy a piece per staged chunk, as Broadcast's split
  * (scatter.c, "Split"). At least two chunk pieces (chunk_bytes / 2 each). */
 static inline int cma_scatter_split_use(const shm_t* s, int nranks, size_t block) {
-  size_t pieces = block / (s->chunk_bytes / 2);
-  return nranks == 2 && block > CMA_SCATTER_MAX2_BYTES && cma_use(s, block) && pieces >= 2 &&
-         pieces / 2 < ((size_t)1 << 31);
+  return cma_split_use(s, nranks, block, CMA_SCATTER_MAX2_BYTES, s->chunk_bytes / 2);
 }
 
 /* Gather (gather.c), blocks from CMA's threshold, on 2 ranks up to
@@ -217,9 +224,7 @@ static inline int cma_gather_push_use(const shm_t* s, int nranks, size_t block) 
  * and the segment's). At least two chunks. */
 #define CMA_GATHER_SPLIT_MIN2_BYTES ((size_t)2 << 20)
 static inline int cma_gather_split_use(const shm_t* s, int nranks, size_t block) {
-  size_t chunks = block / s->chunk_bytes;
-  return nranks == 2 && block > CMA_GATHER_SPLIT_MIN2_BYTES && cma_use(s, block) && chunks >= 2 &&
-         chunks < ((size_t)1 << 31);
+  return cma_split_use(s, nranks, block, CMA_GATHER_SPLIT_MIN2_BYTES, s->chunk_bytes);
 }
 
 /* Reduce (reduce.c), on 2 ranks only, calls of CMA_REDUCE_MIN2_BYTES to
