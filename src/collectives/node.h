@@ -47,8 +47,8 @@ static inline qcclResult_t node_test_rooted_end(shm_t* s, size_t nchunks) {
 /* The split of a rooted call on 2 ranks (broadcast.c, scatter.c, gather.c,
  * "Split"), on the root: of a block of bytes in chunks of unit bytes it
  * stages half of the chunks (all with `all`), the first *end bytes, and
- * publishes the count with reg (its fd; cma_split_use keeps it below
- * 2^31) for the other rank's node_split_staged. */
+ * publishes the count with reg (its fd; cma_split_use keeps every chunk
+ * count below 2^31) for the other rank's node_split_staged. */
 static inline void node_split_plan(size_t bytes, size_t unit, int all, shm_reg_t* reg,
                                    size_t* nstaged, size_t* end) {
   size_t nchunks = (bytes + unit - 1) / unit;

@@ -133,12 +133,13 @@ static inline int cma_use(const shm_t* s, size_t bytes) {
 
 /* The split of a rooted call (broadcast.c, scatter.c, gather.c, "Split"):
  * on 2 ranks, blocks above `above` bytes and from CMA's threshold, of at
- * least two and fewer than 2^31 units (the staged chunks; their count
+ * least two whole units and fewer than 2^31 chunks counting a partial last
+ * one (Gather in place stages them all: node_split_plan; the count
  * travels in a reg's 32-bit fd). */
 static inline int cma_split_use(const shm_t* s, int nranks, size_t block, size_t above,
                                 size_t unit) {
   return nranks == 2 && block > above && cma_use(s, block) && block / unit >= 2 &&
-         block / unit < ((size_t)1 << 31);
+         (block + unit - 1) / unit < ((size_t)1 << 31);
 }
 
 /* Broadcast above CMA_BROADCAST_MAX_BYTES on 2 ranks from an out-of-place
