@@ -406,6 +406,40 @@ def best_table(res, a, n):
     return out
 
 
+def below_notes(res, a, n):
+    """For every cell where qccl is below the best peer, the measured part of
+    its why: each library's rounds (busbw from the median call, lowest and
+    highest round), whether they overlap, and the ratio by the mean call time
+    (nccl-tests' busbw: the timed loop's time over its calls) against the
+    same peer. A peer that busy-polls ranks that share cores has a fast
+    median call and a slow mean; a cell whose rounds overlap is inside the
+    machine's spread. One line per cell."""
+    libs = [lib for lib in LIBS if lib in a.libs]
+    out = []
+    for coll in a.colls:
+        q = res.get(("qccl", n, coll)) or {}
+        for s in sorted(q):
+            vals = {lib: busbw((res.get((lib, n, coll)) or {}).get(s)) for lib in libs}
+            b, peer = best_peer(vals)
+            if peer is None or not vals.get("qccl") or vals["qccl"] >= b:
+                continue
+            qo = q[s]["out_of_place"]
+            po = res[(peer, n, coll)][s]["out_of_place"]
+            qr = [x for x in qo.get("busbw_rounds") or [qo.get("busbw_median")] if x]
+            pr = [x for x in po.get("busbw_rounds") or [po.get("busbw_median")] if x]
+            if not qr or not pr:
+                continue
+            kind = "rounds overlap" if max(qr) >= min(pr) else "below in every round"
+            mean = ratio(qo.get("busbw"), po.get("busbw"))
+            if mean != "–" and float(mean) >= 1:
+                kind += "; ahead by the mean call time"
+            out.append(f"{coll} {human(s)}: {vals['qccl'] / b:.2f} of {LIB_NAMES[peer]}; "
+                       f"rounds qccl {min(qr):.3g}-{max(qr):.3g}, {LIB_NAMES[peer]} "
+                       f"{min(pr):.3g}-{max(pr):.3g} GB/s; by the mean call time {mean} "
+                       f"({kind})")
+    return out
+
+
 def limit_table(res, bw, a, n):
     """Per collective at the largest size: the bytes each rank must move, the
     time that takes at the run's copy bandwidth, and the achieved times."""
@@ -470,6 +504,12 @@ def markdown(res, bounds, a, meta, latency, bw=None):
         out.append(f"\n### {n} ranks\n")
         out.append(f"![busbw vs size, {n} ranks](img/perf-compare-{n}ranks.png)\n")
         out += best_table(res, a, n)
+        below = below_notes(res, a, n)
+        if below:
+            out.append(f"\n**Below the best peer**, {n} ranks: each library's rounds (lowest "
+                       f"and highest busbw), and qccl / the same peer by the mean call time "
+                       f"(the timed loop over its calls)\n")
+            out += [f"- {x}" for x in below]
         out += limit_table(res, bw or {}, a, n)
         for coll in a.colls:
             sizes = sorted({s for lib in LIBS for s in (res.get((lib, n, coll)) or {})})
@@ -554,6 +594,11 @@ def compact(res, bounds, a, latency):
             for lib in libs:
                 if ("note", lib, n, coll) in res:
                     out.append(f"{'':16} ({LIB_NAMES[lib]}: {res[('note', lib, n, coll)]})")
+        below = below_notes(res, a, n) if best else []
+        if below:
+            out.append("# below the best peer (each library's rounds; qccl / the same peer "
+                       "by the mean call time):")
+            out += [f"#   {x}" for x in below]
         ho = {lib: [v[0] for k, v in res.items()
                     if len(k) == 4 and k[:3] == ("handoff", lib, n) and v] for lib in libs}
         if any(ho.values()):
