@@ -404,6 +404,29 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
   return r == qcclSuccess ? r : comm_fail(comm, r);
 }
 
+/* A lane takes single copy as lane 0 decided at init. The speed probe
+ * (cma.h) measures the machine, not the lane, and a lane's own probe runs
+ * inside the call that makes it, while other ranks may still be copying
+ * the call before: once, with 4 ranks on 2 vCPUs, lane 1 read 0.19 of
+ * memcpy's speed where lane 0 had read 0.48, which puts every other
+ * collective (those on lane 1) through the segment twice while the rest
+ * go single copy; the other inits read 0.43-0.56, near the 0.40 floor, so
+ * two probes can fall either side of it (docs/PERF.md, "A lane's own
+ * probe"). Every rank's lane 0 holds the same agreed values, so the lanes
+ * stay agreed. Whether the peers' memory can be read at all stays the
+ * lane's own finding. */
+static void lane_cma_as_top(qcclComm_t l, qcclComm_t c) {
+  shm_t* ls = l->node ? l->node->shm : l->shm;
+  shm_t* cs = c->node ? c->node->shm : c->shm;
+  if (ls == NULL || cs == NULL || !ls->peers_readable) return;
+  if (ls->cma_min != cs->cma_min)
+    QCCL_INFO(LOG_SHM,
+              "comm %s rank %d: single copy from %zu bytes as lane 0 (this lane's probe: %zu)",
+              l->name, l->rank, cs->cma_min, ls->cma_min);
+  ls->cma_min = cs->cma_min;
+  ls->cma_a2a_min = cs->cma_a2a_min;
+}
+
 qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   bootstrap_t* nb;
   QCCL_CHECK(boot_split(c->boot, 0, c->rank, &nb));
@@ -417,6 +440,7 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   l->top = c; /* its waits check c's abort */
   if (l->node) l->node->top = c;
   if (l->rail) l->rail->top = c;
+  lane_cma_as_top(l, c);
   /* sends and receives run on lane 0 only: the places alone */
   qcclResult_t r = comm_warm(l, 0);
   if (r != qcclSuccess) {
