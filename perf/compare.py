@@ -430,8 +430,9 @@ def below_notes(res, a, n):
             if not qr or not pr:
                 continue
             kind = "rounds overlap" if max(qr) >= min(pr) else "below in every round"
-            mean = ratio(qo.get("busbw"), po.get("busbw"))
-            if mean != "–" and float(mean) >= 1:
+            qm, pm = qo.get("busbw"), po.get("busbw")
+            mean = ratio(qm, pm)
+            if qm and pm and qm >= pm:
                 kind += "; ahead by the mean call time"
             out.append(f"{coll} {human(s)}: {vals['qccl'] / b:.2f} of {LIB_NAMES[peer]}; "
                        f"rounds qccl {min(qr):.3g}-{max(qr):.3g}, {LIB_NAMES[peer]} "
@@ -594,7 +595,7 @@ def compact(res, bounds, a, latency):
             for lib in libs:
                 if ("note", lib, n, coll) in res:
                     out.append(f"{'':16} ({LIB_NAMES[lib]}: {res[('note', lib, n, coll)]})")
-        below = below_notes(res, a, n) if best else []
+        below = below_notes(res, a, n)
         if below:
             out.append("# below the best peer (each library's rounds; qccl / the same peer "
                        "by the mean call time):")
