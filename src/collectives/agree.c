@@ -20,15 +20,33 @@
  * then (a store, and W cache lines read at the end, which the call's waits
  * prefetched as they saw each rank's step: shm_test_counter). A call that
  * waited for every rank always finds them all; one that did not (an eager
- * root, a Gather's sender) leaves the comparison to the lane's next call,
- * which makes it before posting its own record (AG_PREV), or to
+ * root, a Gather's sender) leaves the comparison to the lane's next calls,
+ * which make it, without waiting, as they begin (AG_PREV) and end, or to
  * qcclCommFinalize: waiting for the slowest rank's record at the end tied
  * every eager call to it (2.5 of the 3 us of a 4 KiB Broadcast on 4 ranks
  * over 2 cores). Meanwhile the call's waits compare the records posted so
  * far (every ~20 ms), so ranks that disagree in a way that would stall
  * them (different counts, collectives, roots) fail promptly instead of at
  * the timeout; a call that ran to completion with a disagreement fails all
- * the same, on every rank, and its output is not to be used. ZeRO++ calls,
+ * the same, on every rank (at a later call of the lane or at
+ * qcclCommFinalize), and its output is not to be used.
+ *
+ * How far ahead. The records of the last SHM_CHECK_RING calls stay in
+ * each rank's control line (transport/shm.h), and each rank publishes how
+ * many calls it has compared; a rank posts the record of call c, which
+ * takes the place of call c - SHM_CHECK_RING's, only once every rank
+ * compared that one. So an eager rank runs up to SHM_CHECK_RING - 1 calls
+ * ahead of the slowest before it waits for the check (the slots allow as
+ * much for small calls: shm_test_chunk_part). An eager rank compares its
+ * pending calls in batches, once AGREE_BATCH are pending, not at every
+ * call: each look at a record that a peer behind it is still writing
+ * took that line from the peer's core, and a 4 KiB Broadcast on 2 ranks
+ * looking at every call took 1.19 us a call against 1.04 with two
+ * records. With two records, as until
+ * 2026-12-06, it waited at every call for the previous one's records: a
+ * 4 KiB Broadcast on 8 ranks over 2 cores took a median 1.8 us a call on
+ * 8 ranks, 0.7 without the check (docs/PERF.md, "Eager calls run
+ * ahead"). ZeRO++ calls,
  * and communicators across hosts, compare before any data moves (one more
  * synchronization of the node's ranks: small beside a call over the
  * network). Across hosts the check covers the ranks of each host (the
@@ -68,6 +86,10 @@ static const char* const agree_kinds[] = {"AllReduce",      "Broadcast", "Reduce
 #define AGREE_REPORT_MAGIC 0x71636c72u /* "qclr" */
 #define AGREE_CALL_NUM_BITS 16         /* the call's number in a message's call (ucx.h) */
 #define AGREE_REPORT_WAIT 0.25         /* seconds to hear the peers' reports */
+/* pending calls an eager rank leaves before it looks at the peers'
+ * records again: each look at a record a peer is writing is a line taken
+ * from that peer's core ("How far ahead") */
+#define AGREE_BATCH (SHM_CHECK_RING / 2)
 
 qcclResult_t comm_fail(qcclComm_t comm, qcclResult_t res);
 
@@ -186,10 +208,9 @@ typedef struct {
   uint64_t c;   /* the call's number on the communicator */
   int after;    /* the records are compared after the call */
   int wait_all; /* AG_AFTER waits for every record (to name a difference) */
-  /* AG_PREV: 1 + the number of the earlier call compared first (0: none),
-   * this call's record, posted once that is done, and the phase after it
-   * (settle: none, coll_agree_settle) */
-  uint64_t prev;
+  /* AG_PREV: this call's record, posted once the earlier calls' records
+   * it replaces were compared everywhere, and the phase after it (settle:
+   * none; every earlier call compared, coll_agree_settle) */
   uint64_t rec[COLL_AGREE_WORDS];
   int begin, settle;
 } agree_plan_t;
@@ -243,11 +264,41 @@ static qcclResult_t agree_post(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WO
  * c, copies them and compares them. */
 static qcclResult_t agree_test(qcclComm_t comm, shm_t* s, uint64_t c) {
   s->check_watch = 0;
-  QCCL_CHECK(shm_test_counter(s, 0, s->nranks, c + 1, 1));
+  QCCL_CHECK(shm_test_counter(s, 0, s->nranks, c + 1, SHM_CHECK_SEQ));
   for (int j = 0; j < s->nranks; j++)
-    memcpy(comm->check_recs + (size_t)j * SHM_CHECK_WORDS, s->ctrl[j].check_rec[c & 1],
-           sizeof s->ctrl[j].check_rec[0]);
+    memcpy(comm->check_recs + (size_t)j * SHM_CHECK_WORDS, s->ctrl[j].check[c % SHM_CHECK_RING].rec,
+           sizeof s->ctrl[j].check[0].rec);
   return agree_verify(comm, s, comm->check_recs);
+}
+
+/* Without waiting: compares the records of the calls before upto not yet
+ * compared, in order, while every rank has posted them, and publishes
+ * how far this rank got. qcclInProgress when one is still short. */
+static qcclResult_t agree_compare_upto(qcclComm_t comm, shm_t* s, uint64_t upto) {
+  uint64_t from = comm->check_done;
+  qcclResult_t r = qcclSuccess;
+  while (comm->check_done < upto) {
+    r = agree_test(comm, s, comm->check_done);
+    if (r != qcclSuccess) break;
+    comm->check_done++;
+  }
+  if (comm->check_done != from) shm_check_done_post(s, comm->check_done);
+  return r;
+}
+
+/* Without waiting: whether every rank of the node compared the calls
+ * before need (the least count seen is kept, so that the peers' lines
+ * are read again only every few calls). */
+static qcclResult_t agree_test_done(qcclComm_t comm, shm_t* s, uint64_t need) {
+  if (comm->check_done_seen >= need) return qcclSuccess;
+  QCCL_CHECK(shm_test_counter(s, 0, s->nranks, need, SHM_CHECK_DONE));
+  uint64_t least = UINT64_MAX;
+  for (int j = 0; j < s->nranks; j++) {
+    uint64_t d = shm_counter(s, j, SHM_CHECK_DONE, need);
+    if (d < least) least = d;
+  }
+  comm->check_done_seen = least;
+  return qcclSuccess;
 }
 
 /* The failure w of a wait for the records (a peer died or aborted): but a
@@ -265,16 +316,30 @@ static qcclResult_t agree_wait_failed(qcclComm_t comm, shm_t* s, qcclResult_t w)
 static qcclResult_t agree_progress(plan_t* p) {
   agree_plan_t* g = (agree_plan_t*)p;
   switch (p->phase) {
-    case AG_PREV:
-      PLAN_TEST(p, agree_test(p->comm, g->s, g->prev - 1));
-      p->comm->check_pending = 0;
-      if (g->settle) return qcclSuccess;
+    case AG_PREV: {
+      qcclComm_t comm = p->comm;
+      if (g->settle) {
+        PLAN_TEST(p, agree_compare_upto(comm, g->s, comm->check_calls));
+        return qcclSuccess;
+      }
+      /* the earlier calls' records as far as they are posted, once
+       * AGREE_BATCH are pending; then the record of call c -
+       * SHM_CHECK_RING, whose place this call's takes, compared here
+       * (waiting for it if need be) and everywhere */
+      uint64_t need = g->c >= SHM_CHECK_RING ? g->c - SHM_CHECK_RING + 1 : 0;
+      if (comm->check_done < need || g->c - comm->check_done >= AGREE_BATCH) {
+        qcclResult_t r = agree_compare_upto(comm, g->s, g->c);
+        if (r != qcclSuccess && r != qcclInProgress) return r;
+        if (comm->check_done < need) return r;
+      }
+      PLAN_TEST(p, agree_test_done(comm, g->s, need));
       shm_check_publish(g->s, g->c, g->rec, g->after);
       p->phase = g->begin;
       return agree_progress(p);
+    }
     case AG_BEFORE:
       if (g->s != NULL) {
-        PLAN_TEST(p, agree_test(p->comm, g->s, g->c));
+        PLAN_TEST(p, agree_compare_upto(p->comm, g->s, g->c + 1));
       }
       p->phase = AG_CALL;
       PLAN_FALLTHROUGH;
@@ -284,15 +349,19 @@ static qcclResult_t agree_progress(plan_t* p) {
       p->phase = AG_AFTER;
       PLAN_FALLTHROUGH;
     case AG_AFTER: {
-      qcclResult_t r = agree_test(p->comm, g->s, g->c);
+      /* earlier calls still pending (a run of eager calls): compared
+       * once AGREE_BATCH are */
+      uint64_t done = p->comm->check_done;
+      if (!g->wait_all && done < g->c && g->c + 1 - done < AGREE_BATCH) return qcclSuccess;
+      qcclResult_t r = agree_compare_upto(p->comm, g->s, g->c + 1);
       if (r != qcclInProgress || g->wait_all) return r;
       /* a rank that ran its part without waiting for every peer (an eager
        * root, a Gather's sender): the peers that have not posted yet are
        * still in an earlier call, and waiting for them here would tie
        * every call to the slowest rank's start. Their records are compared
-       * as this rank's next call begins (AG_PREV), or at qcclCommFinalize;
-       * a disagreement fails that call, naming this one's arguments. */
-      p->comm->check_pending = g->c + 1;
+       * as this rank's next calls begin and end (AG_PREV, "How far
+       * ahead"), or at qcclCommFinalize; a disagreement fails that call,
+       * naming this one's arguments. */
       return qcclSuccess;
     }
     default:
@@ -367,12 +436,10 @@ qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS
   g.call = call;
   QCCL_CHECK(agree_post(comm, rec, &g.s, &g.c, &g.after));
   g.begin = g.after ? AG_CALL : AG_BEFORE;
-  g.prev = g.s != NULL ? comm->check_pending : 0;
   memcpy(g.rec, rec, sizeof g.rec);
-  /* an earlier call's records still to compare: this one's is posted once
-   * they are (AG_PREV), as it takes their place two calls on */
-  if (g.s != NULL && g.prev == 0) shm_check_publish(g.s, g.c, rec, g.after);
-  g.p.phase = g.prev != 0 ? AG_PREV : g.begin;
+  /* the record is posted by AG_PREV, once the one it replaces was
+   * compared everywhere */
+  g.p.phase = g.s != NULL ? AG_PREV : g.begin;
   qcclResult_t r = plan_drive(&g.p);
   return r == qcclSuccess ? r : agree_failed(&g, r);
 }
@@ -380,13 +447,12 @@ qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS
 qcclResult_t coll_agree_settle(qcclComm_t c) {
   for (int k = 0; k < COMM_MAX_LANES; k++) {
     qcclComm_t l = comm_lane_at(c, k);
-    if (l == NULL || l->check_pending == 0 || agree_shm(l) == NULL) continue;
+    if (l == NULL || l->check_done == l->check_calls || agree_shm(l) == NULL) continue;
     agree_plan_t g;
     memset(&g, 0, sizeof g);
     g.p.ops = &agree_ops;
     g.p.comm = l;
     g.s = agree_shm(l);
-    g.prev = l->check_pending;
     g.settle = 1;
     g.p.phase = AG_PREV;
     qcclResult_t r = plan_drive(&g.p);

@@ -146,9 +146,10 @@ struct qcclComm {
   _Atomic int peers_told; /* comm_tell_peers ran */
   _Atomic int tell_asked; /* a call found the comm failed (engine_tell_peers) */
   uint64_t check_calls;   /* user's collectives checked so far */
-  /* 1 + the number of the last call whose records were not all posted
-   * when it ended (an eager one), compared at the next call; 0: none */
-  uint64_t check_pending;
+  /* the calls whose records this rank compared (every one before it), and
+   * the least such count of the node's ranks when last read (agree.c,
+   * "How far ahead") */
+  uint64_t check_done, check_done_seen;
   uint64_t* check_recs; /* the node's records of the call being checked */
   /* across hosts: the last calls' records (call number + 1, record) and
    * the call on the wire, for the report of a failed call (agree.c) */

@@ -3,9 +3,10 @@
  *
  * Staged: as AllGather, but only the root reads: every rank stages its
  * chunk, the root copies each peer's piece out as soon as it is staged.
- * Non-root ranks run up to two chunks ahead and return once they have
- * posted their last chunk (the next call's chunk test guards their
- * slots); the root returns once it has read every chunk.
+ * Non-root ranks run ahead (up to two chunks, or as many as fit side by
+ * side in the slot, up to SHM_PART_HIST: shm_test_chunk_part) and return
+ * once they have posted their last chunk (the next call's chunk test
+ * guards their slots); the root returns once it has read every chunk.
  *
  * Single copy, written by the others (cma.h, cma_gather_push_use: from
  * CMA's threshold, on 2 ranks up to the split's blocks (below), on more
@@ -120,12 +121,15 @@ static qcclResult_t gather_progress(plan_t* p) {
         p->phase = GATHER_FREE;
         PLAN_FALLTHROUGH;
       case GATHER_FREE: {
-        PLAN_TEST(p, shm_test_chunk(s, t->g));
+        size_t m = t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
+        /* a staged sender writes only its part of the slot and may run
+         * ahead of the root by many small chunks */
+        PLAN_TEST(p, r == root || t->push || t->split ? shm_test_chunk(s, t->g)
+                                                      : shm_test_chunk_part(s, t->g, t->rot, m));
         if (r != root && (t->push || t->split)) {
           p->phase = GATHER_PUSH;
           break;
         }
-        size_t m = t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
         if (r != root) {
           memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
           coll_stats_shm(comm, m);

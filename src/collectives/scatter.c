@@ -18,7 +18,9 @@
  * only once every rank has posted the last chunk, so its buffer outlives
  * the reads. Otherwise no
  * rank waits for the others at the end (the next call's chunk test
- * guards the slots).
+ * guards the slots; a staged root writes only its part of the slot and
+ * runs ahead by as many chunks as fit there side by side, up to
+ * SHM_PART_HIST: shm_test_chunk_part).
  *
  * Split (2 ranks, blocks above CMA_SCATTER_MAX2_BYTES, a plain sendbuff,
  * the root's own block copied: cma_scatter_split_use): staged, the root's
@@ -106,8 +108,11 @@ static qcclResult_t scatter_progress(plan_t* p) {
             shm_rot(s, t->g, (size_t)w * (t->end - t->off < t->piece ? t->end - t->off : t->piece));
         break;
       case SCATTER_ROOT_FREE: {
-        PLAN_TEST(p, shm_test_chunk(s, t->g));
         size_t m = t->end - t->off < t->piece ? t->end - t->off : t->piece;
+        /* staged, the root writes only its part of the slot and may run
+         * ahead of the readers by many small chunks */
+        PLAN_TEST(p, t->cma ? shm_test_chunk(s, t->g)
+                            : shm_test_chunk_part(s, t->g, t->rot, (size_t)w * m));
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         char* slot = shm_slot(s, root, t->g) + t->rot;
         int staged = !t->cma || t->nstaged > 0;

@@ -498,7 +498,7 @@ qcclResult_t shm_test_short(shm_t* s, int j, int hi, uint64_t step, int check) {
     /* a rank whose call ended may abort its communicator at once (a local
      * act): what it saw posted before (acquire) is posted here too, so a
      * wait it would have passed still passes */
-    while (j < hi && shm_counter(s, j, check) >= step) j++;
+    while (j < hi && shm_counter(s, j, check, step) >= step) j++;
     if (j == hi) return qcclSuccess;
     return QCCL_ERR(qcclRemoteError, "rank %d aborted the communicator or saw a failure", a);
   }
@@ -523,7 +523,7 @@ qcclResult_t shm_wait_check(shm_t* s, double idle) {
   if (r != qcclSuccess) {
     /* the peer may have posted its step and then left (a rank that
      * destroys its communicator right after a call): that is no error */
-    while (j < hi && shm_counter(s, j, check) >= step) j++;
+    while (j < hi && shm_counter(s, j, check, step) >= step) j++;
     if (j == hi) {
       err_clear();
       return qcclSuccess;
@@ -535,24 +535,32 @@ qcclResult_t shm_wait_check(shm_t* s, double idle) {
                     "rank %d waited %.1f s for rank %d (step %llu, it is at %llu); "
                     "QCCL_TIMEOUT is %.1f s",
                     s->rank, idle, j, (unsigned long long)step,
-                    (unsigned long long)shm_counter(s, j, check), s->timeout);
+                    (unsigned long long)shm_counter(s, j, check, step), s->timeout);
   return qcclSuccess;
 }
 
 void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch) {
   shm_ctrl_t* me = &s->ctrl[s->rank];
-  memcpy(me->check_rec[c & 1], rec, sizeof me->check_rec[0]);
+  memcpy(me->check[c % SHM_CHECK_RING].rec, rec, sizeof me->check[0].rec);
   memcpy(s->check_mine, rec, sizeof s->check_mine);
   s->check_call = c;
   s->check_watch = watch;
-  atomic_store_explicit(&me->check_seq, c + 1, memory_order_release);
+  atomic_store_explicit(&me->check[c % SHM_CHECK_RING].call, c + 1, memory_order_release);
+}
+
+/* Whether rank j's record of the watched call is in its ring: posted, and
+ * not yet replaced by a later call's (which a peer may post once this
+ * rank compared the watched call: agree.c, "How far ahead"). */
+static int shm_check_has(const shm_t* s, int j) {
+  return shm_counter(s, j, SHM_CHECK_SEQ, s->check_call + 1) == s->check_call + 1;
 }
 
 /* 1 when a peer posted a record of the watched call that differs. */
 static int shm_check_differs(shm_t* s) {
   for (int j = 0; j < s->nranks; j++) {
-    if (j == s->rank || shm_counter(s, j, 1) != s->check_call + 1) continue;
-    if (memcmp(s->ctrl[j].check_rec[s->check_call & 1], s->check_mine, sizeof s->check_mine))
+    if (j == s->rank || !shm_check_has(s, j)) continue;
+    if (memcmp(s->ctrl[j].check[s->check_call % SHM_CHECK_RING].rec, s->check_mine,
+               sizeof s->check_mine))
       return 1;
   }
   return 0;
@@ -562,8 +570,8 @@ int shm_check_peek(shm_t* s, uint64_t* recs) {
   int differs = 0;
   for (int j = 0; j < s->nranks; j++) {
     uint64_t* r = recs + (size_t)j * SHM_CHECK_WORDS;
-    if (j != s->rank && shm_counter(s, j, 1) >= s->check_call + 1) {
-      memcpy(r, s->ctrl[j].check_rec[s->check_call & 1], sizeof s->check_mine);
+    if (j != s->rank && shm_check_has(s, j)) {
+      memcpy(r, s->ctrl[j].check[s->check_call % SHM_CHECK_RING].rec, sizeof s->check_mine);
       differs |= memcmp(r, s->check_mine, sizeof s->check_mine) != 0;
     } else {
       memcpy(r, s->check_mine, sizeof s->check_mine);
@@ -571,6 +579,32 @@ int shm_check_peek(shm_t* s, uint64_t* recs) {
   }
   s->check_watch = 0;
   return differs;
+}
+
+/* The guard of chunk g (shm.h): the step every rank must reach first, 0
+ * for none. */
+static uint64_t shm_part_guard(const shm_t* s, uint64_t g, size_t off, size_t len) {
+  for (uint64_t back = 2; back <= SHM_PART_HIST; back += 2) {
+    if (g < back) return 0; /* no earlier chunk of this parity */
+    uint64_t h = g - back;
+    const __typeof__(s->part[0])* e = &s->part[h % SHM_PART_HIST];
+    int recorded = e->g1 == h + 1;
+    if (!recorded || (e->off < off + len && off < e->off + e->len)) return 3 * h + 3;
+  }
+  /* every remembered chunk of this parity wrote elsewhere: the guard is
+   * the first one not remembered */
+  return g < SHM_PART_HIST + 2 ? 0 : 3 * (g - SHM_PART_HIST - 2) + 3;
+}
+
+qcclResult_t shm_test_chunk_part(shm_t* s, uint64_t g, size_t off, size_t len) {
+  if (s->part_g1 != g + 1) { /* once per chunk: the test may be repeated */
+    s->part_step = shm_part_guard(s, g, off, len);
+    s->part[g % SHM_PART_HIST].g1 = g + 1;
+    s->part[g % SHM_PART_HIST].off = off;
+    s->part[g % SHM_PART_HIST].len = len;
+    s->part_g1 = g + 1;
+  }
+  return s->part_step == 0 ? qcclSuccess : shm_test_all(s, s->part_step);
 }
 
 uint64_t shm_chunk_next(shm_t* s) {

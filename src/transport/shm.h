@@ -24,7 +24,10 @@
  * same on every rank, since every rank runs the same collectives), and a
  * rank publishes its progress in chunk g as step 3g+1 (staged in), 3g+2
  * (reduced) and 3g+3 (done). A rank writes slot g%2 only after every rank
- * reached 3(g-2)+3, i.e. finished reading chunk g-2 from it.
+ * reached 3(g-2)+3, i.e. finished reading chunk g-2 from it; a chunk that
+ * writes only a part of the slot waits for the last earlier chunk whose
+ * part it overlaps (shm_test_chunk_part), so small eager calls run further
+ * ahead.
  */
 #ifndef QCCL_TRANSPORT_SHM_H_
 #define QCCL_TRANSPORT_SHM_H_
@@ -39,6 +42,7 @@
 
 #define SHM_LINE 64
 #define SHM_CHECK_WORDS 3
+#define SHM_CHECK_RING 16
 
 typedef struct {
   _Atomic uint64_t step;
@@ -64,12 +68,21 @@ typedef struct {
   uint64_t p2p_key;
   char pad[3 * SHM_LINE - 152];
   /* the agreement check of the user's calls (collectives/agree.c): call c
-   * publishes its record in check_rec[c % 2], then check_seq = c + 1 */
-  _Atomic uint64_t check_seq;
-  uint64_t check_rec[2][SHM_CHECK_WORDS];
-  char pad2[SHM_LINE - 8 - 2 * 8 * SHM_CHECK_WORDS];
+   * publishes its record in check[c % SHM_CHECK_RING].rec, then its
+   * call = c + 1 there (one line holds both: a peer's comparison reads
+   * one line a rank, as when a rank had a single record); check_done: the
+   * calls this rank has compared (all before it). A rank overwrites the
+   * record of call c only once every rank's check_done passed c, so an
+   * eager rank may run up to SHM_CHECK_RING - 1 calls ahead of the
+   * slowest (agree.c, "How far ahead") */
+  struct {
+    _Atomic uint64_t call;
+    uint64_t rec[SHM_CHECK_WORDS];
+  } check[SHM_CHECK_RING];
+  _Atomic uint64_t check_done;
+  char pad2[SHM_LINE - 8];
 } shm_ctrl_t;
-_Static_assert(sizeof(shm_ctrl_t) == 4 * SHM_LINE, "a control line is four cache lines");
+_Static_assert(sizeof(shm_ctrl_t) == 12 * SHM_LINE, "a control line is twelve cache lines");
 
 enum { SHM_REG_IN = 0, SHM_REG_OUT = 1 };
 
@@ -108,6 +121,9 @@ typedef struct {
 } shm_chan_ctrl_t;
 
 #define SHM_P2P_KEEP 4
+/* chunks whose slot parts shm_test_chunk_part remembers: how far a rank may
+ * run ahead of the slowest reader in small eager calls */
+#define SHM_PART_HIST 32
 
 typedef struct shm {
   char* base;
@@ -157,6 +173,14 @@ typedef struct shm {
   /* [nranks]: each rank's p2p_key, read once after the attach barrier
    * (the second half of tail_seen's allocation) */
   uint64_t* p2p_key;
+  /* shm_test_chunk_part: the part of its slot each of this rank's recent
+   * chunks wrote, at [g % SHM_PART_HIST] (g1 = g + 1; 0: none recorded),
+   * and the last chunk whose guard was found (part_g1 = g + 1) with the
+   * step every rank must reach before it (0: none) */
+  struct {
+    uint64_t g1, off, len;
+  } part[SHM_PART_HIST];
+  uint64_t part_g1, part_step;
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;
@@ -222,30 +246,39 @@ static inline void shm_post(shm_t* s, uint64_t step) {
   atomic_store_explicit(&s->ctrl[s->rank].step, step, memory_order_release);
 }
 
-/* The counter a wait watches in rank j's control line: its step, or its
- * agreement check's sequence (check). */
-static inline uint64_t shm_counter(const shm_t* s, int j, int check) {
-  return atomic_load_explicit(check ? &s->ctrl[j].check_seq : &s->ctrl[j].step,
-                              memory_order_acquire);
+/* The counters a wait watches in rank j's control line: its step, the
+ * agreement record of a call (SHM_CHECK_SEQ: reaching step when the
+ * record of call step - 1 is posted: its place's call number), and the
+ * calls whose records it compared. Each only grows while a wait for step
+ * watches it (the record's place takes call step - 1 + SHM_CHECK_RING
+ * only once this rank compared step - 1). */
+enum { SHM_STEP = 0, SHM_CHECK_SEQ = 1, SHM_CHECK_DONE = 2 };
+static inline uint64_t shm_counter(const shm_t* s, int j, int check, uint64_t step) {
+  const _Atomic uint64_t* c = check == SHM_CHECK_SEQ
+                                  ? &s->ctrl[j].check[(step - 1) % SHM_CHECK_RING].call
+                              : check == SHM_CHECK_DONE ? &s->ctrl[j].check_done
+                                                        : &s->ctrl[j].step;
+  return atomic_load_explicit(c, memory_order_acquire);
 }
 
 /* The part of shm_test_counter past the first rank found short. */
 qcclResult_t shm_test_short(shm_t* s, int j, int hi, uint64_t step, int check);
 
 /* Without waiting: qcclSuccess once every rank in [lo, hi) reached step
- * (on the check counter when check is set); qcclInProgress while one has
+ * (on the counter check names: SHM_STEP, ...); qcclInProgress while one has
  * not, and the segment then remembers what it waits for (shm_wait_spin,
  * shm_wait_check); qcclRemoteError once a rank aborted the segment and
  * the counters are still short. What plans wait with (plan.h). */
 static inline qcclResult_t shm_test_counter(shm_t* s, int lo, int hi, uint64_t step, int check) {
   int j = lo;
-  while (j < hi && shm_counter(s, j, check) >= step) j++;
+  while (j < hi && shm_counter(s, j, check, step) >= step) j++;
   if (j < hi) return shm_test_short(s, j, hi, step, check);
   /* a call whose records are compared once it ran (agree.c): the ranks
    * just seen have posted theirs, so their lines are fetched now, while
    * the call goes on, instead of at the end (a miss per peer there) */
   if (s->check_watch && !check)
-    for (j = lo; j < hi; j++) __builtin_prefetch(&s->ctrl[j].check_seq, 0, 3);
+    for (j = lo; j < hi; j++)
+      __builtin_prefetch(&s->ctrl[j].check[s->check_call % SHM_CHECK_RING], 0, 3);
   return qcclSuccess;
 }
 
@@ -266,15 +299,21 @@ uint32_t shm_wait_spin(shm_t* s);
 qcclResult_t shm_wait_check(shm_t* s, double idle);
 
 /* The agreement check (collectives/agree.c). shm_check_publish posts this
- * rank's record of its call number c (the check counter of its control
- * line becomes c + 1, which the agreement's plan tests with
- * shm_test_counter, check set) and, with watch set, makes every wait of
- * the call fail with qcclInvalidUsage as soon as a peer has posted a
- * different record for c (checked with the slow checks, every ~20 ms), so
- * that ranks which disagree do not wait for each other until the timeout.
- * A rank posts c + 2 only after every rank posted c + 1, so the records
- * of c stay in place (check_rec[c & 1]) until every rank compared them. */
+ * rank's record of its call number c (check[c % SHM_CHECK_RING] of its
+ * control line, its call becoming c + 1, which the agreement's plan tests
+ * with shm_test_counter, SHM_CHECK_SEQ, step c + 1) and, with watch set,
+ * makes every wait of the call fail with qcclInvalidUsage as soon as a
+ * peer has posted a different record for c (checked with the slow checks,
+ * every ~20 ms), so that ranks which disagree do not wait for each other
+ * until the timeout. A rank posts c + SHM_CHECK_RING only after every
+ * rank compared c (check_done, agree.c), so the records of c stay in
+ * place until then. */
 void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch);
+/* Publishes that this rank compared the records of every call before
+ * done (agree.c). */
+static inline void shm_check_done_post(shm_t* s, uint64_t done) {
+  atomic_store_explicit(&s->ctrl[s->rank].check_done, done, memory_order_release);
+}
 /* Without waiting: the records of the watched call that the peers posted
  * (this rank's own for those that did not), into recs; ends the watch.
  * Returns 1 if a posted record differs from this rank's. */
@@ -301,6 +340,22 @@ uint64_t shm_chunk_next(shm_t* s);
 static inline qcclResult_t shm_test_chunk(shm_t* s, uint64_t g) {
   return g < 2 ? qcclSuccess : shm_test_all(s, 3 * (g - 2) + 3);
 }
+
+/* shm_test_chunk for a chunk that writes only bytes [off, off + len) of
+ * this rank's slot g%2 and nothing else of the segment but its step (and
+ * a "nowhere" reg: shm_reg_publish of {0, 0, -1}). Such a chunk waits
+ * only for the latest earlier chunk of this rank that it could disturb:
+ * one of the same parity that wrote an overlapping part, or that was not
+ * a part (any chunk tested with shm_test_chunk, or one this rank did not
+ * write: unknown, so taken to be all of the slot), or older than the
+ * SHM_PART_HIST chunks remembered. Small calls place successive chunks at
+ * successive places of the slot (shm_rot), so an eager rank (a
+ * Broadcast's or Scatter's root, a Gather's sender) runs up to
+ * SHM_PART_HIST chunks ahead of its slowest reader instead of two: on
+ * ranks that share cores it stages a burst while they wait for a core,
+ * and they read theirs in a burst when they have it (docs/PERF.md,
+ * "Eager calls run ahead"). */
+qcclResult_t shm_test_chunk_part(shm_t* s, uint64_t g, size_t off, size_t len);
 
 /* Whether the node's ranks fit its cores (none waits for a rank that
  * cannot run). */
