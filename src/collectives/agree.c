@@ -12,7 +12,7 @@
  * same records, so all find the same disagreement and fail alike with
  * qcclInvalidUsage naming the first argument that differs (in the order
  * above) and two ranks (a rank whose call needed nothing from the others
- * at its next call: below), and the communicator stays failed: no rank may
+ * at one of its next calls: below), and the communicator stays failed: no rank may
  * go on with a stream of chunks the others do not share.
  *
  * When. On one host, for a plain collective, the record is posted with the
