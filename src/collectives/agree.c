@@ -42,7 +42,21 @@
  * call: each look at a record that a peer behind it is still writing
  * took that line from the peer's core, and a 4 KiB Broadcast on 2 ranks
  * looking at every call took 1.19 us a call against 1.04 with two
- * records. With two records, as until
+ * records. A call that waited for every rank (its waits saw each reach
+ * a step of the call, shm_check_saw_all, or a kind whose ranks all need
+ * each other's data) compares every pending call at its end, waiting for
+ * none, so a disagreement there fails it on every rank as it did with two
+ * records; only a run of eager calls after a disagreement may run on (up
+ * to AGREE_BATCH of them, with outputs not to be used) before the
+ * failure, which then names the call that differed. After any failure a
+ * rank compares the pending calls whose records are all posted, so a peer
+ * that learns of a disagreement through another rank's abort still names
+ * it. The price of the depth: a rank at call c waits until every rank
+ * compared call c - SHM_CHECK_RING, which a rank does only inside its own
+ * collectives, so a program in which a rank waits in a receive for a
+ * send that its peer makes only after a later collective (erroneous in
+ * MPI and NCCL: collectives may synchronize) can stall there until the
+ * timeout. With two records, as until
  * 2026-12-06, it waited at every call for the previous one's records: a
  * 4 KiB Broadcast on 8 ranks over 2 cores took a median 1.8 us a call on
  * 8 ranks, 0.7 without the check (docs/PERF.md, "Eager calls run
@@ -301,16 +315,45 @@ static qcclResult_t agree_test_done(qcclComm_t comm, shm_t* s, uint64_t need) {
   return qcclSuccess;
 }
 
+/* After a failure: compares, without waiting, the pending calls whose
+ * records every rank posted (a peer that found one of them to differ has
+ * aborted the segment, and its failure reaches this rank as the abort).
+ * 1 when one differs (the comm is then failed with the message naming
+ * it, agree_verify). */
+static int agree_pending_differ(qcclComm_t comm, shm_t* s) {
+  if (s == NULL) return 0;
+  for (uint64_t x = comm->check_done; x < comm->check_calls; x++) {
+    for (int j = 0; j < s->nranks; j++)
+      if (shm_counter(s, j, SHM_CHECK_SEQ, x + 1) < x + 1) return 0; /* not all posted */
+    for (int j = 0; j < s->nranks; j++)
+      memcpy(comm->check_recs + (size_t)j * SHM_CHECK_WORDS,
+             s->ctrl[j].check[x % SHM_CHECK_RING].rec, sizeof s->ctrl[j].check[0].rec);
+    if (agree_verify(comm, s, comm->check_recs) != qcclSuccess) return 1;
+  }
+  return 0;
+}
+
 /* The failure w of a wait for the records (a peer died or aborted): but a
  * peer that found a disagreement first and made its next call has
  * aborted the segment (comm_tell_peers), and the records posted so far
  * say so. */
 static qcclResult_t agree_wait_failed(qcclComm_t comm, shm_t* s, qcclResult_t w) {
+  if (w != qcclInvalidUsage && agree_pending_differ(comm, s)) return qcclInvalidUsage;
   if (w != qcclInvalidUsage && shm_check_peek(s, comm->check_recs)) {
     qcclResult_t v = agree_verify(comm, s, comm->check_recs);
     if (v != qcclSuccess) return v;
   }
   return comm_fail(comm, w);
+}
+
+/* Whether the call just run waited for every rank of the node: its waits
+ * saw each reach a step of this call (shm_check_saw_all), or it is a kind
+ * whose every rank needs every other's data. */
+static int agree_synchronized(const agree_plan_t* g) {
+  int kind = (int)(g->rec[0] & 0xff);
+  int rooted =
+      kind == COLL_BROADCAST || kind == COLL_REDUCE || kind == COLL_GATHER || kind == COLL_SCATTER;
+  return !rooted || shm_check_saw_all(g->s);
 }
 
 static qcclResult_t agree_progress(plan_t* p) {
@@ -350,9 +393,13 @@ static qcclResult_t agree_progress(plan_t* p) {
       PLAN_FALLTHROUGH;
     case AG_AFTER: {
       /* earlier calls still pending (a run of eager calls): compared
-       * once AGREE_BATCH are */
+       * once AGREE_BATCH are, or once a call waited for every rank (all
+       * have posted, the comparison waits for none; a call that waited
+       * for the others moves no data before its predecessors' records
+       * were compared, as with two records) */
       uint64_t done = p->comm->check_done;
-      if (!g->wait_all && done < g->c && g->c + 1 - done < AGREE_BATCH) return qcclSuccess;
+      if (!g->wait_all && done < g->c && g->c + 1 - done < AGREE_BATCH && !agree_synchronized(g))
+        return qcclSuccess;
       qcclResult_t r = agree_compare_upto(p->comm, g->s, g->c + 1);
       if (r != qcclInProgress || g->wait_all) return r;
       /* a rank that ran its part without waiting for every peer (an eager
@@ -390,13 +437,16 @@ static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
       }
       /* if a peer posted another call, that is the cause (a peer that saw
        * it first may have aborted the segment, so this rank's wait saw
-       * only the abort); otherwise the failure stands as it is */
+       * only the abort), here or in an earlier call still pending;
+       * otherwise the failure stands as it is */
+      if (agree_pending_differ(comm, g->s)) return qcclInvalidUsage;
       if (shm_check_peek(g->s, comm->check_recs)) {
         qcclResult_t v = agree_verify(comm, g->s, comm->check_recs);
         if (v != qcclSuccess) return v;
       }
       return r;
     default: /* AG_AFTER */
+      if (r != qcclInvalidUsage && agree_pending_differ(comm, g->s)) return qcclInvalidUsage;
       return r == qcclInvalidUsage ? r : comm_fail(comm, r);
   }
 }

@@ -238,7 +238,8 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   int rank = boot_rank(boot), w = boot_nranks(boot);
   char* names = calloc((size_t)w, SHM_NAME_BYTES);
   shm_t* s = calloc(1, sizeof *s);
-  uint64_t* tail_seen = calloc(2 * (size_t)w, sizeof *tail_seen); /* and p2p_key */
+  /* and p2p_key, check_saw */
+  uint64_t* tail_seen = calloc(3 * (size_t)w, sizeof *tail_seen);
   if (!s || !names || !tail_seen) {
     free(s);
     free(names);
@@ -259,6 +260,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   s->nranks = w;
   s->tail_seen = tail_seen;
   s->p2p_key = tail_seen + w;
+  s->check_saw = tail_seen + 2 * (size_t)w;
   s->chunk_bytes = (size_t)chunk & ~(size_t)63;
   s->chan_bytes = (size_t)chan;
   s->timeout = timeout;
@@ -530,12 +532,24 @@ qcclResult_t shm_wait_check(shm_t* s, double idle) {
     }
     return r;
   }
-  if (idle > s->timeout)
+  if (idle > s->timeout) {
+    if (check == SHM_CHECK_SEQ)
+      return QCCL_ERR(qcclTimeout,
+                      "rank %d waited %.1f s for rank %d to post its record of call %llu (the "
+                      "agreement check: that rank has not begun the call); QCCL_TIMEOUT is %.1f s",
+                      s->rank, idle, j, (unsigned long long)(step - 1), s->timeout);
+    if (check == SHM_CHECK_DONE)
+      return QCCL_ERR(qcclTimeout,
+                      "rank %d waited %.1f s for rank %d to compare the records of call %llu "
+                      "(the agreement check: it compared %llu calls); QCCL_TIMEOUT is %.1f s",
+                      s->rank, idle, j, (unsigned long long)(step - 1),
+                      (unsigned long long)shm_counter(s, j, check, step), s->timeout);
     return QCCL_ERR(qcclTimeout,
                     "rank %d waited %.1f s for rank %d (step %llu, it is at %llu); "
                     "QCCL_TIMEOUT is %.1f s",
                     s->rank, idle, j, (unsigned long long)step,
                     (unsigned long long)shm_counter(s, j, check, step), s->timeout);
+  }
   return qcclSuccess;
 }
 
@@ -545,6 +559,7 @@ void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch) {
   memcpy(s->check_mine, rec, sizeof s->check_mine);
   s->check_call = c;
   s->check_watch = watch;
+  s->check_step0 = 3 * s->chunk_seq + 1;
   atomic_store_explicit(&me->check[c % SHM_CHECK_RING].call, c + 1, memory_order_release);
 }
 

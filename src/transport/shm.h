@@ -181,6 +181,12 @@ typedef struct shm {
     uint64_t g1, off, len;
   } part[SHM_PART_HIST];
   uint64_t part_g1, part_step;
+  /* the watched call's first step (3 * its first chunk + 1, set as its
+   * record is posted), and [nranks] the watched call (+ 1) in which this
+   * rank last saw each rank reach one of its steps: a rank seen there has
+   * posted its record of the call (shm_check_saw_all) */
+  uint64_t check_step0;
+  uint64_t* check_saw;
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;
@@ -277,8 +283,10 @@ static inline qcclResult_t shm_test_counter(shm_t* s, int lo, int hi, uint64_t s
    * just seen have posted theirs, so their lines are fetched now, while
    * the call goes on, instead of at the end (a miss per peer there) */
   if (s->check_watch && !check)
-    for (j = lo; j < hi; j++)
+    for (j = lo; j < hi; j++) {
       __builtin_prefetch(&s->ctrl[j].check[s->check_call % SHM_CHECK_RING], 0, 3);
+      if (step >= s->check_step0) s->check_saw[j] = s->check_call + 1;
+    }
   return qcclSuccess;
 }
 
@@ -309,6 +317,15 @@ qcclResult_t shm_wait_check(shm_t* s, double idle);
  * rank compared c (check_done, agree.c), so the records of c stay in
  * place until then. */
 void shm_check_publish(shm_t* s, uint64_t c, const uint64_t* rec, int watch);
+/* Whether this rank's waits in the watched call saw every other rank
+ * reach a step of that call (so every rank has posted its record of it,
+ * and of every call before). */
+static inline int shm_check_saw_all(const shm_t* s) {
+  for (int j = 0; j < s->nranks; j++)
+    if (j != s->rank && s->check_saw[j] != s->check_call + 1) return 0;
+  return 1;
+}
+
 /* Publishes that this rank compared the records of every call before
  * done (agree.c). */
 static inline void shm_check_done_post(shm_t* s, uint64_t done) {

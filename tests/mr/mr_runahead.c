@@ -23,6 +23,15 @@
  * other sizes, and some calls take whole slots), an AllReduce now and
  * then, and ranks pausing at random before a call: every output is
  * checked element by element.
+ *
+ * Disagree after: on a fresh communicator, six Broadcasts from rank 0
+ * while the last rank holds back 50 ms (rank 0's records of them stay
+ * pending, compared later), then an AllReduce whose op differs on the
+ * last rank: that AllReduce waited for every rank, so it must fail on
+ * every rank with qcclInvalidUsage naming the op, as when a rank kept
+ * two records (the first version of sixteen returned success on rank 0
+ * there and left the comparison to a later call), and a later call must
+ * fail too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +164,34 @@ static void mixed_case(mr_t* t, qcclComm_t comm, bufs_t* b, int calls) {
   mr_case_end(&c);
 }
 
+static void disagree_case(mr_t* t, bufs_t* b) {
+  mr_case_t c;
+  const int W = t->nranks;
+  if (W < 2 || !mr_case_begin(t, &c, "disagree after eager calls: every rank fails")) return;
+  qcclComm_t comm = NULL;
+  MR_OK(&c, qcclCommSplit(t->comm, 0, t->rank, &comm, NULL));
+  for (int i = 0; i < 2; i++)
+    MR_OK(&c, qcclAllReduce(b->send, b->recv, 1, qcclFloat32, qcclSum, comm, NULL));
+  int odd = t->rank == W - 1;
+  if (odd) usleep(50000);
+  for (int i = 0; i < 6; i++)
+    MR_OK(&c, qcclBroadcast(b->send, b->recv, AHEAD_N, qcclFloat32, 0, comm, NULL));
+  qcclResult_t r =
+      qcclAllReduce(b->send, b->recv, 64, qcclFloat32, odd ? qcclMax : qcclSum, comm, NULL);
+  const char* msg = qcclGetLastError(comm);
+  if (r != qcclInvalidUsage)
+    mr_case_fail(&c, "the AllReduce that disagrees gave %s, not qcclInvalidUsage: %s",
+                 qcclGetErrorString(r), msg);
+  else if (!strstr(msg, "op"))
+    mr_case_fail(&c, "the message does not name the op: %s", msg);
+  if (qcclAllReduce(b->send, b->recv, 8, qcclFloat32, qcclSum, comm, NULL) == qcclSuccess)
+    mr_case_fail(&c, "a call after the disagreement succeeded");
+  qcclCommDestroy(comm);
+  /* the job's communicator is untouched */
+  MR_OK(&c, qcclAllReduce(b->send, b->recv, 8, qcclFloat32, qcclSum, t->comm, NULL));
+  mr_case_end(&c);
+}
+
 int main(int argc, char** argv) {
   mr_t t;
   mr_init(&t, argc, argv);
@@ -179,6 +216,7 @@ int main(int argc, char** argv) {
   mixed_case(&t, comm, &b, t.quick ? 150 : 400);
   if (qcclCommFinalize(comm) != qcclSuccess || qcclCommDestroy(comm) != qcclSuccess)
     mr_die(&t, "finalize: %s", qcclGetLastError(comm));
+  disagree_case(&t, &b);
   free(b.send);
   free(b.recv);
   /* the files, once every rank is past its fetches */
