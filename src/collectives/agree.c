@@ -338,7 +338,10 @@ static int agree_pending_differ(qcclComm_t comm, shm_t* s) {
  * aborted the segment (comm_tell_peers), and the records posted so far
  * say so. */
 static qcclResult_t agree_wait_failed(qcclComm_t comm, shm_t* s, qcclResult_t w) {
-  if (w != qcclInvalidUsage && agree_pending_differ(comm, s)) return qcclInvalidUsage;
+  if (w != qcclInvalidUsage && agree_pending_differ(comm, s)) {
+    shm_set_abort(s); /* peers waiting for this rank fail too */
+    return qcclInvalidUsage;
+  }
   if (w != qcclInvalidUsage && shm_check_peek(s, comm->check_recs)) {
     qcclResult_t v = agree_verify(comm, s, comm->check_recs);
     if (v != qcclSuccess) return v;
@@ -376,6 +379,7 @@ static qcclResult_t agree_progress(plan_t* p) {
         if (comm->check_done < need) return r;
       }
       PLAN_TEST(p, agree_test_done(comm, g->s, need));
+      g->s->check_from = comm->check_done;
       shm_check_publish(g->s, g->c, g->rec, g->after);
       p->phase = g->begin;
       return agree_progress(p);
@@ -394,9 +398,10 @@ static qcclResult_t agree_progress(plan_t* p) {
     case AG_AFTER: {
       /* earlier calls still pending (a run of eager calls): compared
        * once AGREE_BATCH are, or once a call waited for every rank (all
-       * have posted, the comparison waits for none; a call that waited
-       * for the others moves no data before its predecessors' records
-       * were compared, as with two records) */
+       * have posted, the comparison waits for none). The call itself has
+       * run by then: had a pending call disagreed on its chunk count, this
+       * one ran on misaligned chunks, and the waits' watch (which compares
+       * the pending calls' records too) fails a rank stalled by that */
       uint64_t done = p->comm->check_done;
       if (!g->wait_all && done < g->c && g->c + 1 - done < AGREE_BATCH && !agree_synchronized(g))
         return qcclSuccess;
@@ -446,7 +451,10 @@ static qcclResult_t agree_failed(agree_plan_t* g, qcclResult_t r) {
       }
       return r;
     default: /* AG_AFTER */
-      if (r != qcclInvalidUsage && agree_pending_differ(comm, g->s)) return qcclInvalidUsage;
+      if (r != qcclInvalidUsage && agree_pending_differ(comm, g->s)) {
+        shm_set_abort(g->s);
+        return qcclInvalidUsage;
+      }
       return r == qcclInvalidUsage ? r : comm_fail(comm, r);
   }
 }

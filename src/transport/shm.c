@@ -578,6 +578,21 @@ static int shm_check_differs(shm_t* s) {
                sizeof s->check_mine))
       return 1;
   }
+  /* and the calls before it still pending here (a disagreement there,
+   * in a call that did not wait, leaves this one's chunks misaligned):
+   * this rank's own record of each is still in its ring, and a peer's
+   * is either there or replaced (its place then holds a later call) */
+  const shm_ctrl_t* me = &s->ctrl[s->rank];
+  uint64_t from = s->check_from, c = s->check_call;
+  if (c >= SHM_CHECK_RING && from < c - SHM_CHECK_RING + 1) from = c - SHM_CHECK_RING + 1;
+  for (uint64_t x = from; x < c; x++) {
+    const __typeof__(me->check[0])* mine = &me->check[x % SHM_CHECK_RING];
+    if (atomic_load_explicit(&mine->call, memory_order_relaxed) != x + 1) continue;
+    for (int j = 0; j < s->nranks; j++) {
+      if (j == s->rank || shm_counter(s, j, SHM_CHECK_SEQ, x + 1) != x + 1) continue;
+      if (memcmp(s->ctrl[j].check[x % SHM_CHECK_RING].rec, mine->rec, sizeof mine->rec)) return 1;
+    }
+  }
   return 0;
 }
 
