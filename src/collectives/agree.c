@@ -274,15 +274,21 @@ static qcclResult_t agree_post(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WO
   return qcclSuccess;
 }
 
+/* Copies the node's records of call c (every rank posted them) and
+ * compares them (agree_verify). */
+static qcclResult_t agree_verify_call(qcclComm_t comm, shm_t* s, uint64_t c) {
+  for (int j = 0; j < s->nranks; j++)
+    memcpy(comm->check_recs + (size_t)j * SHM_CHECK_WORDS, s->ctrl[j].check[c % SHM_CHECK_RING].rec,
+           sizeof s->ctrl[j].check[0].rec);
+  return agree_verify(comm, s, comm->check_recs);
+}
+
 /* Without waiting: once every rank of the node posted its record of call
  * c, copies them and compares them. */
 static qcclResult_t agree_test(qcclComm_t comm, shm_t* s, uint64_t c) {
   s->check_watch = 0;
   QCCL_CHECK(shm_test_counter(s, 0, s->nranks, c + 1, SHM_CHECK_SEQ));
-  for (int j = 0; j < s->nranks; j++)
-    memcpy(comm->check_recs + (size_t)j * SHM_CHECK_WORDS, s->ctrl[j].check[c % SHM_CHECK_RING].rec,
-           sizeof s->ctrl[j].check[0].rec);
-  return agree_verify(comm, s, comm->check_recs);
+  return agree_verify_call(comm, s, c);
 }
 
 /* Without waiting: compares the records of the calls before upto not yet
@@ -325,10 +331,7 @@ static int agree_pending_differ(qcclComm_t comm, shm_t* s) {
   for (uint64_t x = comm->check_done; x < comm->check_calls; x++) {
     for (int j = 0; j < s->nranks; j++)
       if (shm_counter(s, j, SHM_CHECK_SEQ, x + 1) < x + 1) return 0; /* not all posted */
-    for (int j = 0; j < s->nranks; j++)
-      memcpy(comm->check_recs + (size_t)j * SHM_CHECK_WORDS,
-             s->ctrl[j].check[x % SHM_CHECK_RING].rec, sizeof s->ctrl[j].check[0].rec);
-    if (agree_verify(comm, s, comm->check_recs) != qcclSuccess) return 1;
+    if (agree_verify_call(comm, s, x) != qcclSuccess) return 1;
   }
   return 0;
 }
@@ -379,7 +382,6 @@ static qcclResult_t agree_progress(plan_t* p) {
         if (comm->check_done < need) return r;
       }
       PLAN_TEST(p, agree_test_done(comm, g->s, need));
-      g->s->check_from = comm->check_done;
       shm_check_publish(g->s, g->c, g->rec, g->after);
       p->phase = g->begin;
       return agree_progress(p);

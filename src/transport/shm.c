@@ -578,13 +578,12 @@ static int shm_check_differs(shm_t* s) {
                sizeof s->check_mine))
       return 1;
   }
-  /* and the calls before it still pending here (a disagreement there,
-   * in a call that did not wait, leaves this one's chunks misaligned):
-   * this rank's own record of each is still in its ring, and a peer's
-   * is either there or replaced (its place then holds a later call) */
+  /* and the calls before it still in the ring (a disagreement in one
+   * still pending here, a call that did not wait, leaves this one's
+   * chunks misaligned; those compared agree): a record, this rank's or a
+   * peer's, counts where its place still holds that call */
   const shm_ctrl_t* me = &s->ctrl[s->rank];
-  uint64_t from = s->check_from, c = s->check_call;
-  if (c >= SHM_CHECK_RING && from < c - SHM_CHECK_RING + 1) from = c - SHM_CHECK_RING + 1;
+  uint64_t c = s->check_call, from = c >= SHM_CHECK_RING ? c - SHM_CHECK_RING + 1 : 0;
   for (uint64_t x = from; x < c; x++) {
     const __typeof__(me->check[0])* mine = &me->check[x % SHM_CHECK_RING];
     if (atomic_load_explicit(&mine->call, memory_order_relaxed) != x + 1) continue;

@@ -187,9 +187,6 @@ typedef struct shm {
    * posted its record of the call (shm_check_saw_all) */
   uint64_t check_step0;
   uint64_t* check_saw;
-  /* the first call whose records this rank had not compared when the
-   * watched call began: the watch compares those still posted too */
-  uint64_t check_from;
 } shm_t;
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;
