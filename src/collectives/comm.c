@@ -166,7 +166,7 @@ static int comm_place(comm_peer_info_t* peers, int n, int* node_of) {
 }
 
 static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConfig_t* config,
-                               qcclComm_t* out);
+                               qcclComm_t like, qcclComm_t* out);
 
 /* Connects every peer through the transport the path table names for it
  * (topology/path.c): the node's segment (peer index: its local rank), or
@@ -188,9 +188,10 @@ static void comm_connect_paths(qcclComm_t c, const path_kind_t* kinds) {
   }
 }
 
-/* Transports of a communicator on one host: everything through its segment. */
-static qcclResult_t comm_connect_local(qcclComm_t c, const path_kind_t* kinds) {
-  QCCL_CHECK(shm_open_segment(c->boot, c->timeout, c->ncores, &c->shm));
+/* Transports of a communicator on one host: everything through its segment
+ * (like: comm_build's). */
+static qcclResult_t comm_connect_local(qcclComm_t c, const path_kind_t* kinds, qcclComm_t like) {
+  QCCL_CHECK(shm_open_segment(c->boot, c->timeout, c->ncores, like ? like->shm : NULL, &c->shm));
   c->spin = c->shm->spin;
   comm_connect_paths(c, kinds);
   return qcclSuccess;
@@ -198,13 +199,14 @@ static qcclResult_t comm_connect_local(qcclComm_t c, const path_kind_t* kinds) {
 
 /* Transports of a communicator across hosts: the ranks of this host form an
  * internal node communicator (shared memory); the others are reached
- * through UCX. */
+ * through UCX (like: comm_build's). */
 static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* peers,
-                                        const path_kind_t* kinds, const qcclConfig_t* config) {
+                                        const path_kind_t* kinds, const qcclConfig_t* config,
+                                        qcclComm_t like) {
 #if QCCL_HAVE_UCX
   bootstrap_t* nb;
   QCCL_CHECK(boot_split(c->boot, c->node_of[c->rank], c->rank, &nb));
-  QCCL_CHECK(comm_build(nb, c->timeout, config, &c->node));
+  QCCL_CHECK(comm_build(nb, c->timeout, config, like ? like->node : NULL, &c->node));
   int* remote = calloc((size_t)c->nranks, sizeof *remote);
   if (!remote) return QCCL_ERR(qcclSystemError, "out of memory");
   for (int i = 0; i < c->nranks; i++) remote[i] = kinds[i] == PATH_UCX;
@@ -219,7 +221,7 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
   if (c->rankmap->equal && c->node->nranks > 1) {
     bootstrap_t* rb;
     QCCL_CHECK(boot_split(c->boot, c->node->rank, c->node_of[c->rank], &rb));
-    QCCL_CHECK(comm_build(rb, c->timeout, config, &c->rail));
+    QCCL_CHECK(comm_build(rb, c->timeout, config, like ? like->rail : NULL, &c->rail));
   }
   c->spin = c->node->spin;
   comm_connect_paths(c, kinds);
@@ -228,6 +230,7 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
 #else
   (void)config;
   (void)kinds;
+  (void)like;
   int other = 0;
   while (c->node_of[other] == c->node_of[0]) other++;
   return QCCL_ERR(qcclInvalidUsage,
@@ -238,9 +241,11 @@ static qcclResult_t comm_connect_remote(qcclComm_t c, const comm_peer_info_t* pe
 }
 
 /* Everything after the bootstrap: placement, shared memory, UCX. Takes
- * ownership of boot. */
+ * ownership of boot. like: NULL, or a communicator of the same ranks whose
+ * segments' single-copy decisions the new one's take (a lane: its
+ * communicator; comm_lane_make). */
 static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConfig_t* config,
-                               qcclComm_t* out) {
+                               qcclComm_t like, qcclComm_t* out) {
   qcclResult_t r;
   comm_peer_info_t* peers = NULL;
   path_kind_t* kinds = NULL;
@@ -299,9 +304,9 @@ static qcclResult_t comm_build(bootstrap_t* boot, double timeout, const qcclConf
   }
   path_host_row(c->rankmap, c->rank, kinds);
   if (c->nnodes == 1)
-    QCCL_CHECK_GOTO(comm_connect_local(c, kinds), r, fail);
+    QCCL_CHECK_GOTO(comm_connect_local(c, kinds, like), r, fail);
   else
-    QCCL_CHECK_GOTO(comm_connect_remote(c, peers, kinds, config), r, fail);
+    QCCL_CHECK_GOTO(comm_connect_remote(c, peers, kinds, config, like), r, fail);
   QCCL_CHECK_GOTO(coll_agree_init(c), r, fail);
   c->stats_own.cur = -1;
   coll_stats_attach(c, &c->stats_own);
@@ -331,7 +336,7 @@ qcclResult_t comm_init(qcclComm_t* comm, int nranks, const boot_id_t* id, int ra
   QCCL_CHECK(comm_topo_bind_mode(&bind_mode));
   bootstrap_t* boot;
   QCCL_CHECK(boot_init(id, rank, nranks, timeout, &boot));
-  QCCL_CHECK(comm_build(boot, timeout, config, comm));
+  QCCL_CHECK(comm_build(boot, timeout, config, NULL, comm));
   comm_topo_init(*comm, bind_mode);
   /* after the binding: the turn warms the cores the ranks stay on */
   qcclResult_t r = comm_warm(*comm, 1);
@@ -392,7 +397,7 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
     inherit.commName = comm->name;
     config = &inherit;
   }
-  r = comm_build(nb, timeout, config, newcomm);
+  r = comm_build(nb, timeout, config, NULL, newcomm);
   if (r == qcclSuccess) {
     comm_topo_log(*newcomm);
     r = comm_warm(*newcomm, 1);
@@ -404,29 +409,6 @@ qcclResult_t qcclCommSplit(qcclComm_t comm, int color, int key, qcclComm_t* newc
   return r == qcclSuccess ? r : comm_fail(comm, r);
 }
 
-/* A lane takes single copy as lane 0 decided at init. The speed probe
- * (cma.h) measures the machine, not the lane, and a lane's own probe runs
- * inside the call that makes it, while other ranks may still be copying
- * the call before: once, with 4 ranks on 2 vCPUs, lane 1 read 0.19 of
- * memcpy's speed where lane 0 had read 0.48, which puts every other
- * collective (those on lane 1) through the segment twice while the rest
- * go single copy; the other inits read 0.43-0.56, near the 0.40 floor, so
- * two probes can fall either side of it (docs/PERF.md, "A lane's own
- * probe"). Every rank's lane 0 holds the same agreed values, so the lanes
- * stay agreed. Whether the peers' memory can be read at all stays the
- * lane's own finding. */
-static void lane_cma_as_top(qcclComm_t l, qcclComm_t c) {
-  shm_t* ls = l->node ? l->node->shm : l->shm;
-  shm_t* cs = c->node ? c->node->shm : c->shm;
-  if (ls == NULL || cs == NULL || !ls->peers_readable) return;
-  if (ls->cma_min != cs->cma_min)
-    QCCL_INFO(LOG_SHM,
-              "comm %s rank %d: single copy from %zu bytes as lane 0 (this lane's probe: %zu)",
-              l->name, l->rank, cs->cma_min, ls->cma_min);
-  ls->cma_min = cs->cma_min;
-  ls->cma_a2a_min = cs->cma_a2a_min;
-}
-
 qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   bootstrap_t* nb;
   QCCL_CHECK(boot_split(c->boot, 0, c->rank, &nb));
@@ -435,12 +417,12 @@ qcclResult_t comm_lane_make(qcclComm_t c, int k) {
   qcclConfig_t config = QCCL_CONFIG_INITIALIZER;
   config.commName = name;
   qcclComm_t l;
-  QCCL_CHECK(comm_build(nb, c->timeout, &config, &l));
+  /* single copy as lane 0 decided at init (cma.h, cma_probe's like) */
+  QCCL_CHECK(comm_build(nb, c->timeout, &config, c, &l));
   l->nlanes = 1;
   l->top = c; /* its waits check c's abort */
   if (l->node) l->node->top = c;
   if (l->rail) l->rail->top = c;
-  lane_cma_as_top(l, c);
   /* sends and receives run on lane 0 only: the places alone */
   qcclResult_t r = comm_warm(l, 0);
   if (r != qcclSuccess) {

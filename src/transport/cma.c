@@ -73,7 +73,7 @@ static double cma_speed(shm_t* s) {
   return best_cma > 0 ? best_copy / best_cma : 1;
 }
 
-qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
+qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
   int w = s->nranks;
   s->cma_min = s->cma_a2a_min = 0;
   int64_t min;
@@ -102,7 +102,7 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
   /* the speed of the kernel's copy, in thousandths of memcpy's; -1: not
    * probed (the variable chose, or single copy is off anyway) */
   int64_t speed = -1;
-  if (ok && min > 0 && !chosen) speed = (int64_t)(cma_speed(s) * 1000 + 0.5);
+  if (ok && min > 0 && !chosen && like == NULL) speed = (int64_t)(cma_speed(s) * 1000 + 0.5);
   int64_t* all = calloc((size_t)w * 4, sizeof *all);
   if (!all) return QCCL_ERR(qcclSystemError, "out of memory");
   all[4 * s->rank] = ok;
@@ -128,6 +128,19 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot) {
     }
     double ratio = (double)slowest / 1000;
     s->peers_readable = (int)readable;
+    if (like != NULL) {
+      /* the thresholds of like, where this segment's ranks can all read
+       * each other (the same on every rank: like's were agreed, readable
+       * is) */
+      s->cma_min = readable ? like->cma_min : 0;
+      s->cma_a2a_min = readable ? like->cma_a2a_min : 0;
+      QCCL_INFO(LOG_SHM,
+                "rank %d: single copy (CMA) %s from %zu bytes per peer (AlltoAll from %zu) as "
+                "the communicator's lane 0 decided, no probe of its own",
+                s->rank, s->cma_min > 0 ? "on" : "off", s->cma_min, s->cma_a2a_min);
+      free(all);
+      return qcclSuccess;
+    }
     if (agreed > 0 && slowest >= 0 && ratio < CMA_SPEED_MIN) {
       QCCL_INFO(LOG_SHM,
                 "rank %d: single copy (CMA) off: the kernel's copy ran at %.2f of memcpy's speed "

@@ -123,8 +123,23 @@
  * not set, also 0 when the speed probe (above) finds the kernel's copy too
  * slow. Collective over boot (one allgather); all ranks end with the same
  * value. Called by shm_open_segment once every rank has attached and
- * published its pid; frees s->cma_buf. */
-qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot);
+ * published its pid; frees s->cma_buf.
+ *
+ * like (NULL, or a segment of the same ranks, every rank passing its own):
+ * its thresholds are taken and the speed probe does not run; whether the
+ * peers' memory can be read at all is still this segment's finding. A lane
+ * passes its communicator's lane 0 (comm_lane_make): the probe measures
+ * the machine, not the lane, and a lane's own probe ran inside the call
+ * that made it, while other ranks could still be copying the call before:
+ * once, with 4 ranks on 2 vCPUs, lane 1 read 0.19 of memcpy's speed where
+ * lane 0 had read 0.48, which put every other collective (those on lane 1)
+ * through the segment twice while the rest went single copy; the other
+ * inits read 0.43-0.56, near the floor, so two probes can fall either side
+ * of it (docs/PERF.md, "A lane's own probe"). Until 2026-12-06 the lane
+ * probed and then took lane 0's values; the probe's ~0.5 ms are now
+ * spared too. Every rank's lane 0 holds the same agreed values, so the
+ * lanes stay agreed. */
+qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like);
 
 /* 1 when a block of bytes may be read single copy. */
 static inline int cma_use(const shm_t* s, size_t bytes) {

@@ -233,7 +233,8 @@ static void shm_warm(shm_t* s) {
     }
 }
 
-qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm_t** out) {
+qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, const shm_t* like,
+                              shm_t** out) {
   qcclResult_t r;
   int rank = boot_rank(boot), w = boot_nranks(boot);
   char* names = calloc((size_t)w, SHM_NAME_BYTES);
@@ -312,7 +313,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm
   if (rank == 0 && named) shm_unlink(names);
   if (r != qcclSuccess) goto fail;
   for (int i = 0; i < w; i++) s->p2p_key[i] = s->ctrl[i].p2p_key;
-  if (w > 1) QCCL_CHECK_GOTO(cma_probe(s, boot), r, fail);
+  if (w > 1) QCCL_CHECK_GOTO(cma_probe(s, boot, like), r, fail);
   shm_warm(s);
   QCCL_INFO(LOG_SHM, "rank %d attached %s: %zu bytes, chunk %zu, p2p ring %zu", rank, names,
             s->bytes, s->chunk_bytes, s->chan_bytes);

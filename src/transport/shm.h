@@ -191,7 +191,8 @@ typedef struct shm {
 
 /* Creates (rank 0) or attaches (others) the segment of this communicator;
  * collective over boot. ncores: cores of this host (sets spinning). */
-qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, shm_t** out);
+qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, const shm_t* like,
+                              shm_t** out);
 
 /* Unmaps the segment. Local. */
 void shm_close(shm_t* s);

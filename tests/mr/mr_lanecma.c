@@ -1,14 +1,15 @@
 /*
  * mr_lanecma - a lane of a communicator takes lane 0's single-copy
- * decision, not its own probe's (comm.c, lane_cma_as_top).
+ * decision and makes no probe of its own (cma.h, cma_probe's like).
  *
  * Collective k runs on lane k mod 2, and lane 1 is made by the second
  * collective with a segment of its own, whose init reads
  * QCCL_CMA_MIN_BYTES again. The test splits a communicator of its own with
- * single copy on from 16 KiB (the variable set: no speed probe), sets the
- * variable to 0 after that communicator's first AlltoAll, so that lane 1's
- * own reading would turn single copy off, and requires the INFO line
- * saying lane 1 took lane 0's 16384 instead. Every AlltoAll (lane 0,
+ * single copy on from 20 KiB (the variable set: no speed probe; not a
+ * default threshold, so no line of the job's own communicator's lanes
+ * matches), sets the variable to 0 after that communicator's first
+ * AlltoAll, so that lane 1's own reading would turn single copy off, and
+ * requires the INFO line saying lane 1 took lane 0's 20480 instead. Every AlltoAll (lane 0,
  * lane 1, both again) moves 32 KiB blocks and is checked element by
  * element. Where the ranks cannot read each other's memory at all (single
  * copy off on lane 0), there is nothing to take and the log check is
@@ -63,8 +64,8 @@ int main(int argc, char** argv) {
   setenv("QCCL_LANES", "2", 1);
   mr_t t;
   mr_init(&t, argc, argv); /* its own calls have made t.comm's lanes */
-  /* a communicator of our own, made with single copy on from 16 KiB */
-  setenv("QCCL_CMA_MIN_BYTES", "16384", 1);
+  /* a communicator of our own, made with single copy on from 20 KiB */
+  setenv("QCCL_CMA_MIN_BYTES", "20480", 1);
   qcclComm_t comm = NULL;
   qcclResult_t r = qcclCommSplit(t.comm, 0, t.rank, &comm, NULL);
   if (r != qcclSuccess) mr_die(&t, "qcclCommSplit: %s", qcclGetLastError(t.comm));
@@ -78,8 +79,10 @@ int main(int argc, char** argv) {
   if (t.nranks > 1 && mr_case_begin(&t, &c, "lane 1 took lane 0's single copy")) {
     if (log_has(log, "cannot read rank"))
       printf("rank %d: the ranks cannot read each other's memory: nothing to take\n", t.rank);
-    else if (!log_has(log, "single copy from 16384 bytes as lane 0 (this lane's probe: 0)"))
-      mr_case_fail(&c, "no INFO line in %s saying lane 1 took lane 0's 16384 bytes", log);
+    else if (!log_has(log,
+                      "single copy (CMA) on from 20480 bytes per peer (AlltoAll from 20480) "
+                      "as the communicator's lane 0 decided"))
+      mr_case_fail(&c, "no INFO line in %s saying lane 1 took lane 0's 20480 bytes", log);
     mr_case_end(&c);
   }
   qcclCommDestroy(comm);
