@@ -129,6 +129,26 @@ void coll_agree_record(int kind, size_t count, qcclDataType_t dt, qcclRedOp_t op
   rec[2] = spec;
 }
 
+uint32_t coll_agree_tag(const coll_args_t* a, uint64_t g) {
+  uint64_t h =
+      coll_agree_mix(coll_agree_mix((uint64_t)a->kind, (uint64_t)a->count), (uint64_t)a->datatype);
+  h = agree_fold(coll_agree_mix(coll_agree_mix(h, (uint64_t)(uint32_t)a->root), g));
+  return (uint32_t)h | 1;
+}
+
+qcclResult_t coll_agree_check_tag(qcclComm_t comm, int peer, uint64_t g, int which, uint32_t mine,
+                                  const char* coll) {
+  shm_t* s = comm->shm;
+  uint32_t theirs = shm_reg_peer_tag(s, peer, g, which);
+  if (theirs == mine) return qcclSuccess;
+  if (!comm->check) shm_set_abort(s); /* nothing else tells the peers */
+  return QCCL_ERR(qcclInvalidUsage,
+                  "%s: local rank %d's buffer was published by another call than local rank "
+                  "%d's (tag %08x, not %08x): the ranks' calls differ (collective, count, "
+                  "datatype, root or the calls before); nothing was written into it",
+                  coll, peer, s->rank, theirs, mine);
+}
+
 static const char* agree_kind_name(uint64_t w0) {
   int k = (int)(w0 & 0xff);
   return k < AGREE_NKINDS ? agree_kinds[k] : "?";

@@ -76,7 +76,7 @@ static qcclResult_t whole_progress(plan_t* p) {
       PLAN_FALLTHROUGH;
     case WHOLE_FREE: {
       PLAN_TEST(p, shm_test_chunk(s, t->g));
-      shm_reg_t reg = {0, 0, -1};
+      shm_reg_t reg = {0, 0, -1, 0};
       if (!shm_reg_find(s, a->sendbuff, n, &reg)) cma_offer(s, a->sendbuff, n, 0, &reg);
       shm_reg_publish(s, t->g, SHM_REG_IN, &reg);
       shm_post(s, 3 * t->g + 1);

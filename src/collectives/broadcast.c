@@ -89,7 +89,7 @@ static qcclResult_t bcast_progress(plan_t* p) {
         /* always published (id 0: staged), so that no reader follows an
          * older call's address */
         shm_reg_t mapped;
-        t->reg = (shm_reg_t){0, 0, -1};
+        t->reg = (shm_reg_t){0, 0, -1, 0};
         t->end = t->bytes;
         t->nstaged = 0;
         int plain = r == root && !shm_reg_find(s, a->sendbuff, t->bytes, &mapped);

@@ -185,6 +185,22 @@ qcclResult_t coll_agree_run(qcclComm_t comm, const uint64_t rec[COLL_AGREE_WORDS
  * so every rank names the same cause. Returns the error to report: a
  * disagreement named, or r. */
 qcclResult_t coll_agree_failed(qcclComm_t comm, qcclResult_t r);
+/* Buffers peers write into (a single-copy Gather's root, shared copies
+ * between qcclMemAlloc buffers) are published with the tag of the call
+ * that offers them (coll_agree_tag: its kind, count, datatype, root and
+ * first chunk g, folded to 32 bits, never 0; shared copies: the kind, the
+ * block's bytes and g), and a writer compares the
+ * peer's tag with its own call's before it writes
+ * (coll_agree_check_tag). The calls' records are compared only after the
+ * call (above): a rank whose count is larger than the peer's would until
+ * then write past the end of the peer's buffer, and a rank run ahead of
+ * a disagreement into another call's buffer. A mismatch fails the call
+ * with qcclInvalidUsage (the comparison of the records then names what
+ * differs; with QCCL_CHECK=0 the segment is aborted, so the peers fail
+ * rather than wait for a write that will not come). */
+uint32_t coll_agree_tag(const coll_args_t* a, uint64_t g);
+qcclResult_t coll_agree_check_tag(qcclComm_t comm, int peer, uint64_t g, int which, uint32_t mine,
+                                  const char* coll);
 /* The watch of the node's segment of a communicator across hosts (arg:
  * the communicator): its waits fail when the network brings news of a
  * failed call or of a call with other arguments (ucx_watch). */

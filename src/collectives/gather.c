@@ -23,7 +23,11 @@
  * "The root's own block last"); with that, writing beat the root's reads
  * wherever these had been chosen (2 ranks, 4 ranks at 512 KiB), and they
  * are gone. The root returns once every writer has posted, so its buffer
- * outlives the writes; a writer is done once it has written.
+ * outlives the writes; a writer is done once it has written. The root's
+ * recvbuff is published with the call's tag (coll_agree_tag), and a
+ * writer writes only if it is its own call's: a rank with a larger count
+ * would otherwise write past the root's buffer before the agreement
+ * compares the calls (tests/mr/mr_agree_writes.c).
  *
  * Split (2 ranks, blocks above CMA_GATHER_SPLIT_MIN2_BYTES:
  * cma_gather_split_use, the same on both): writing, the other rank's core
@@ -93,7 +97,7 @@ static qcclResult_t gather_progress(plan_t* p) {
         }
         /* always published (id 0: staged), so that the root never follows
          * an older call's address */
-        t->out_reg = (shm_reg_t){0, 0, -1};
+        t->out_reg = (shm_reg_t){0, 0, -1, 0};
         t->split = cma_gather_split_use(s, w, bytes);
         t->push = !t->split && cma_gather_push_use(s, w, bytes);
         t->end = bytes;
@@ -136,6 +140,8 @@ static qcclResult_t gather_progress(plan_t* p) {
           if (gather_chunk_done(p, t, s)) return qcclInProgress;
           break;
         }
+        /* the writers write only into a buffer of their own call */
+        if (t->chunks == 0) t->out_reg.tag = coll_agree_tag(a, t->g);
         shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
         shm_post(s, 3 * t->g + 1);
         if (t->push && t->off == 0) coll_copy(out + (size_t)root * bytes, in, bytes);
@@ -154,6 +160,8 @@ static qcclResult_t gather_progress(plan_t* p) {
         if (t->split) {
           if (t->chunks == 0) { /* the root's address and staged chunk count */
             PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
+            QCCL_CHECK(coll_agree_check_tag(comm, root, t->g, SHM_REG_OUT, coll_agree_tag(a, t->g),
+                                            "gather"));
             if (!shm_reg_peer_cma(s, root, t->g, SHM_REG_OUT, &t->at))
               return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write",
                               root);
@@ -181,6 +189,8 @@ static qcclResult_t gather_progress(plan_t* p) {
          * once the root has published it; later chunks only keep step */
         if (t->off == 0) {
           PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
+          QCCL_CHECK(coll_agree_check_tag(comm, root, t->g, SHM_REG_OUT, coll_agree_tag(a, t->g),
+                                          "gather"));
           uintptr_t at;
           if (!shm_reg_peer_cma(s, root, t->g, SHM_REG_OUT, &at))
             return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write",

@@ -153,7 +153,7 @@ static qcclResult_t reduce_progress(plan_t* p) {
         t->publish = nred == 1 && cma_reduce_use(s, w, a->count * es);
         /* halves: the one reducer of 2 ranks (its peer is 1 - r) */
         t->halves = nred == 1 && w == 2 && !t->publish && a->count * es >= REDUCE_HALVES_MIN_BYTES;
-        t->reg = (shm_reg_t){0, 0, -1};
+        t->reg = (shm_reg_t){0, 0, -1, 0};
         shm_reg_t mapped;
         t->cma = t->publish && r != root && !shm_reg_find(s, in, a->count * es, &mapped) &&
                  cma_offer(s, in, a->count * es, 0, &t->reg);

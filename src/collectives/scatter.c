@@ -74,7 +74,7 @@ static qcclResult_t scatter_progress(plan_t* p) {
         /* always published (id 0: staged), so that no reader follows an
          * older call's address */
         shm_reg_t mapped;
-        t->reg = (shm_reg_t){0, 0, -1};
+        t->reg = (shm_reg_t){0, 0, -1, 0};
         int plain = r == root && !shm_reg_find(s, in, bytes * (size_t)w, &mapped);
         t->cma = plain && cma_scatter_use(s, w, bytes) && cma_offer(s, in, bytes, 0, &t->reg);
         t->end = bytes;

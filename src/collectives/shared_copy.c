@@ -35,6 +35,11 @@
  * rank's 3g+3: from then on every output is complete and nobody reads any
  * sendbuff.
  *
+ * A published recvbuff carries the call's tag (coll_agree_tag), and a
+ * rank writes into a peer's only if the tag is its own call's: ranks that
+ * disagree (a larger count) would otherwise write past the peer's buffer
+ * before the agreement's comparison. The sendbuffs are only read.
+ *
  * The counters need no generation tag: a rank resets its own before it
  * posts 3g+1 and nobody claims from it before seeing that post; every
  * claim of a call is made before its claimer posts 3g+3, and a rank leaves
@@ -54,12 +59,20 @@ static size_t share_task_bytes(size_t out_bytes) {
   return t;
 }
 
+/* The tag of the call's published recvbuff (coll_agree_tag): peers write
+ * into it only when theirs is the same. */
+static uint32_t share_tag(const share_job_t* job, uint64_t g) {
+  coll_args_t a = {.kind = job->alltoall ? COLL_ALLTOALL : COLL_ALLGATHER, .count = job->bytes};
+  return coll_agree_tag(&a, g);
+}
+
 int share_offer(qcclComm_t comm, uint64_t g, const share_job_t* job, int in_published) {
   shm_t* s = comm->shm;
   size_t total = job->bytes * (size_t)comm->nranks; /* this rank's recvbuff */
-  shm_reg_t reg = {0, 0, -1};
+  shm_reg_t reg = {0, 0, -1, 0};
   int ok = comm->nranks > 1 && in_published && job->bytes > 0 && total >= s->share_min &&
            shm_reg_find(s, job->out, total, &reg);
+  reg.tag = ok ? share_tag(job, g) : 0;
   shm_reg_publish(s, g, SHM_REG_OUT, &reg);
   if (ok) atomic_store_explicit(&s->ctrl[s->rank].share_next, 0, memory_order_relaxed);
   return ok;
@@ -124,6 +137,17 @@ qcclResult_t share_rest(qcclComm_t comm, uint64_t g, share_job_t* job, int* shar
   size_t task;
   uint64_t per_block, ntasks, i = job->claimed;
   share_counts(comm, job, &task, &per_block, &ntasks);
+  uint32_t tag = share_tag(job, g);
+  /* a peer whose buffer there is another call's (another count or
+   * collective, an AllReduce's qcclMemAlloc recvbuff, one published by
+   * an older call of another collective): writing there could go past
+   * its end or into data it still uses. An agreeing peer published its
+   * offer, or "nowhere", in this chunk. Before any mapping: a buffer of
+   * another call may not even hold this call's bytes. */
+  for (int j = 0; j < w; j++)
+    if (j != r && shm_reg_peer_published(s, j, g, SHM_REG_OUT))
+      QCCL_CHECK(coll_agree_check_tag(comm, j, g, SHM_REG_OUT, tag,
+                                      job->alltoall ? "AlltoAll" : "AllGather"));
   for (int j = 0; j < w; j++) {
     if (j == r) continue;
     const char* out = NULL;

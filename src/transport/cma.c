@@ -186,6 +186,7 @@ static int cma_publish(const void* buf, shm_reg_t* reg) {
   reg->id = SHM_REG_CMA;
   reg->off = (uint64_t)(uintptr_t)buf;
   reg->fd = -1;
+  reg->tag = 0;
   return 1;
 }
 

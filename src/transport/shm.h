@@ -54,10 +54,12 @@ typedef struct {
   int32_t unused;
   /* per chunk parity, for the chunk's input (SHM_REG_IN) and output
    * (SHM_REG_OUT): the qcclMemAlloc region holding this rank's buffer,
-   * which peers map and read directly (id 0: none; shm_map.c) */
+   * which peers map and read directly (id 0: none; shm_map.c); tag: the
+   * call's, on a buffer peers write into (coll_agree_tag) */
   struct {
     uint64_t id, off;
-    int32_t fd, unused;
+    int32_t fd;
+    uint32_t tag;
   } reg[2][2];
   /* shared calls (collectives/shared_copy.c): the next unclaimed task of
    * the queue that fills this rank's recvbuff */
@@ -198,10 +200,13 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
 void shm_close(shm_t* s);
 
 /* Where peers may read a buffer of this rank directly: its qcclMemAlloc
- * region and the buffer's offset in it (id 0: nowhere). */
+ * region and the buffer's offset in it (id 0: nowhere). tag: 0, or for a
+ * buffer peers write into, the call's (coll_agree_tag: a writer checks it
+ * against its own before writing). */
 typedef struct {
   uint64_t id, off;
   int32_t fd;
+  uint32_t tag;
 } shm_reg_t;
 
 /* The id of a buffer peers read single copy (process_vm_readv) at address
@@ -234,6 +239,11 @@ int shm_reg_peer_cma(const shm_t* s, int peer, uint64_t g, int which, uintptr_t*
  * collective's own: -1 unless it says otherwise (broadcast.c, "Split": the
  * staged chunk count). */
 int32_t shm_reg_peer_aux(const shm_t* s, int peer, uint64_t g, int which);
+
+/* After peer posted 3g+1: the tag of its published buffer `which`, and
+ * whether it published one at all (not "nowhere"). */
+uint32_t shm_reg_peer_tag(const shm_t* s, int peer, uint64_t g, int which);
+int shm_reg_peer_published(const shm_t* s, int peer, uint64_t g, int which);
 
 /* Drops every peer mapping (shm_close). */
 void shm_reg_unmap(shm_t* s);
@@ -361,7 +371,7 @@ static inline qcclResult_t shm_test_chunk(shm_t* s, uint64_t g) {
 
 /* shm_test_chunk for a chunk that writes only bytes [off, off + len) of
  * this rank's slot g%2 and nothing else of the segment but its step (and
- * a "nowhere" reg: shm_reg_publish of {0, 0, -1}). Such a chunk waits
+ * a "nowhere" reg: shm_reg_publish of {0, 0, -1, 0}). Such a chunk waits
  * only for the latest earlier chunk of this rank that it could disturb:
  * one of the same parity that wrote an overlapping part, or that was not
  * a part (any chunk tested with shm_test_chunk, or one this rank did not

@@ -30,6 +30,7 @@ int shm_reg_find(shm_t* s, const void* buf, size_t len, shm_reg_t* reg) {
   reg->id = ok ? r.id : 0;
   reg->fd = ok ? r.fd : -1;
   reg->off = ok ? (uint64_t)((const char*)buf - r.base) : 0;
+  reg->tag = 0;
   return ok;
 }
 
@@ -38,6 +39,7 @@ void shm_reg_publish(shm_t* s, uint64_t g, int which, const shm_reg_t* reg) {
   c->reg[g & 1][which].id = reg->id;
   c->reg[g & 1][which].fd = reg->fd;
   c->reg[g & 1][which].off = reg->off;
+  c->reg[g & 1][which].tag = reg->tag;
 }
 
 /* The map of region id of peer: the one mapped, or the least recently used
@@ -103,6 +105,14 @@ int shm_reg_peer_cma(const shm_t* s, int peer, uint64_t g, int which, uintptr_t*
 
 int32_t shm_reg_peer_aux(const shm_t* s, int peer, uint64_t g, int which) {
   return s->ctrl[peer].reg[g & 1][which].fd;
+}
+
+uint32_t shm_reg_peer_tag(const shm_t* s, int peer, uint64_t g, int which) {
+  return s->ctrl[peer].reg[g & 1][which].tag;
+}
+
+int shm_reg_peer_published(const shm_t* s, int peer, uint64_t g, int which) {
+  return s->ctrl[peer].reg[g & 1][which].id != 0;
 }
 
 void shm_reg_unmap(shm_t* s) {
