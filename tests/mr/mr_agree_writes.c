@@ -87,17 +87,6 @@ static size_t canary_damage(const unsigned char* p, size_t from, size_t to) {
   return (size_t)-1;
 }
 
-/* 1 when the file holds the text. */
-static int log_has(const char* path, const char* text) {
-  FILE* f = fopen(path, "r");
-  if (!f) return 0;
-  char line[1024];
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
-  fclose(f);
-  return found;
-}
-
 /* The expected value of element i of block j (from rank j). */
 static float value(int j, size_t i) {
   return (float)(j * 1000 + (int)(i % 997));
@@ -117,7 +106,7 @@ int main(int argc, char** argv) {
   const int off = mr_flag(&t, "--off");
   /* whether the ranks can write into each other at all (every rank's
    * segment agreed on it: any rank's log tells) */
-  const int readable = !log_has(log, "cannot read rank");
+  const int readable = !mr_file_has(log, "cannot read rank");
   if (!readable) printf("rank %d: the ranks cannot read each other's memory: all staged\n", r);
   for (int k = 0; k < K_NUM && W > 1; k++) {
     for (int agree = 1; agree >= 0; agree--) {

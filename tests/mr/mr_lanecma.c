@@ -44,17 +44,6 @@ static void alltoall_case(mr_t* t, qcclComm_t comm, int call) {
   mr_case_end(&c);
 }
 
-/* 1 when the file holds the text. */
-static int log_has(const char* path, const char* text) {
-  FILE* f = fopen(path, "r");
-  if (!f) return 0;
-  char line[1024];
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
-  fclose(f);
-  return found;
-}
-
 int main(int argc, char** argv) {
   char log[128];
   snprintf(log, sizeof log, "/tmp/qccl-mr-lanecma-%d.log", (int)getpid());
@@ -77,11 +66,11 @@ int main(int argc, char** argv) {
   alltoall_case(&t, comm, 3);
   mr_case_t c;
   if (t.nranks > 1 && mr_case_begin(&t, &c, "lane 1 took lane 0's single copy")) {
-    if (log_has(log, "cannot read rank"))
+    if (mr_file_has(log, "cannot read rank"))
       printf("rank %d: the ranks cannot read each other's memory: nothing to take\n", t.rank);
-    else if (!log_has(log,
-                      "single copy (CMA) on from 20480 bytes per peer (AlltoAll from 20480) "
-                      "as the communicator's lane 0 decided"))
+    else if (!mr_file_has(log,
+                          "single copy (CMA) on from 20480 bytes per peer (AlltoAll from 20480) "
+                          "as the communicator's lane 0 decided"))
       mr_case_fail(&c, "no INFO line in %s saying lane 1 took lane 0's 20480 bytes", log);
     mr_case_end(&c);
   }

@@ -830,6 +830,16 @@ int mr_buf_untouched(const mr_buf_t* b) {
   return 1;
 }
 
+int mr_file_has(const char* path, const char* text) {
+  FILE* f = fopen(path, "r");
+  if (!f) return 0;
+  char line[1024];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
+  fclose(f);
+  return found;
+}
+
 uint64_t mr_hash(const void* p, size_t bytes) {
   const unsigned char* s = p;
   uint64_t h = 0x243f6a8885a308d3ull ^ bytes;

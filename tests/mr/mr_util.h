@@ -163,6 +163,10 @@ int mr_buf_untouched(const mr_buf_t* b);
 
 uint64_t mr_hash(const void* p, size_t bytes);
 
+/* 1 when a line of the text file at path holds text (a test reading the
+ * INFO log it asked the library to write, QCCL_DEBUG_FILE). */
+int mr_file_has(const char* path, const char* text);
+
 /* All-gathers h and returns 1 if every rank passed the same value (reports a
  * failure of c otherwise). Collective. */
 int mr_same_everywhere(mr_case_t* c, uint64_t h, const char* what);
