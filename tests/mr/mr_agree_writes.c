@@ -94,10 +94,7 @@ static float value(int j, size_t i) {
 
 int main(int argc, char** argv) {
   char log[128];
-  snprintf(log, sizeof log, "/tmp/qccl-mr-agreewrites-%d.log", (int)getpid());
-  setenv("QCCL_DEBUG", "INFO", 1);
-  setenv("QCCL_DEBUG_SUBSYS", "SHM", 1);
-  setenv("QCCL_DEBUG_FILE", log, 1);
+  mr_shm_log(log, sizeof log, "agreewrites");
   setenv("QCCL_SHM_SHARE_BYTES", "4096", 1);
   setenv("QCCL_CMA_MIN_BYTES", "16384", 1);
   mr_t t;

@@ -46,10 +46,7 @@ static void alltoall_case(mr_t* t, qcclComm_t comm, int call) {
 
 int main(int argc, char** argv) {
   char log[128];
-  snprintf(log, sizeof log, "/tmp/qccl-mr-lanecma-%d.log", (int)getpid());
-  setenv("QCCL_DEBUG", "INFO", 1);
-  setenv("QCCL_DEBUG_SUBSYS", "SHM", 1);
-  setenv("QCCL_DEBUG_FILE", log, 1);
+  mr_shm_log(log, sizeof log, "lanecma");
   setenv("QCCL_LANES", "2", 1);
   mr_t t;
   mr_init(&t, argc, argv); /* its own calls have made t.comm's lanes */

@@ -830,6 +830,13 @@ int mr_buf_untouched(const mr_buf_t* b) {
   return 1;
 }
 
+void mr_shm_log(char* log, size_t n, const char* name) {
+  snprintf(log, n, "/tmp/qccl-mr-%s-%d.log", name, (int)getpid());
+  setenv("QCCL_DEBUG", "INFO", 1);
+  setenv("QCCL_DEBUG_SUBSYS", "SHM", 1);
+  setenv("QCCL_DEBUG_FILE", log, 1);
+}
+
 int mr_file_has(const char* path, const char* text) {
   FILE* f = fopen(path, "r");
   if (!f) return 0;

@@ -167,6 +167,11 @@ uint64_t mr_hash(const void* p, size_t bytes);
  * INFO log it asked the library to write, QCCL_DEBUG_FILE). */
 int mr_file_has(const char* path, const char* text);
 
+/* Before mr_init: the library's INFO lines of the SHM subsystem go to
+ * /tmp/qccl-mr-<name>-<pid>.log, whose path is written to log (n bytes),
+ * for mr_file_has. */
+void mr_shm_log(char* log, size_t n, const char* name);
+
 /* All-gathers h and returns 1 if every rank passed the same value (reports a
  * failure of c otherwise). Collective. */
 int mr_same_everywhere(mr_case_t* c, uint64_t h, const char* what);
