@@ -79,6 +79,17 @@ static int gather_chunk_done(plan_t* p, gather_plan_t* t, shm_t* s) {
   return p->yield;
 }
 
+/* A writer, once the root posted chunk g (the call's first): the address
+ * of the root's recvbuff, which the root published for this very call
+ * (its tag, coll_agree_tag) to be written single copy. */
+static qcclResult_t gather_root_out(qcclComm_t comm, const coll_args_t* a, uint64_t g,
+                                    uintptr_t* at) {
+  QCCL_CHECK(coll_agree_check_tag(comm, a->root, g, SHM_REG_OUT, coll_agree_tag(a, g), "gather"));
+  if (!shm_reg_peer_cma(comm->shm, a->root, g, SHM_REG_OUT, at))
+    return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write", a->root);
+  return qcclSuccess;
+}
+
 static qcclResult_t gather_progress(plan_t* p) {
   gather_plan_t* t = (gather_plan_t*)p;
   qcclComm_t comm = p->comm;
@@ -160,11 +171,7 @@ static qcclResult_t gather_progress(plan_t* p) {
         if (t->split) {
           if (t->chunks == 0) { /* the root's address and staged chunk count */
             PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
-            QCCL_CHECK(coll_agree_check_tag(comm, root, t->g, SHM_REG_OUT, coll_agree_tag(a, t->g),
-                                            "gather"));
-            if (!shm_reg_peer_cma(s, root, t->g, SHM_REG_OUT, &t->at))
-              return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write",
-                              root);
+            QCCL_CHECK(gather_root_out(comm, a, t->g, &t->at));
             QCCL_CHECK(node_split_staged(s, "gather", root, t->g, SHM_REG_OUT, s->chunk_bytes,
                                          bytes, &t->nstaged, &t->end));
             if (t->nstaged == 0)
@@ -189,12 +196,8 @@ static qcclResult_t gather_progress(plan_t* p) {
          * once the root has published it; later chunks only keep step */
         if (t->off == 0) {
           PLAN_TEST(p, shm_test_rank(s, root, 3 * t->g + 1));
-          QCCL_CHECK(coll_agree_check_tag(comm, root, t->g, SHM_REG_OUT, coll_agree_tag(a, t->g),
-                                          "gather"));
           uintptr_t at;
-          if (!shm_reg_peer_cma(s, root, t->g, SHM_REG_OUT, &at))
-            return QCCL_ERR(qcclInternalError, "gather: root %d published no buffer to write",
-                            root);
+          QCCL_CHECK(gather_root_out(comm, a, t->g, &at));
           QCCL_CHECK(cma_write_to(s, root, at + (uintptr_t)r * bytes, in, bytes));
           coll_stats_shm(comm, bytes);
         }
