@@ -771,6 +771,15 @@ qcclResult_t boot_allgather(bootstrap_t* b, void* data, size_t size) {
   return qcclSuccess;
 }
 
+qcclResult_t boot_check_next(bootstrap_t* b) {
+  if (!b || b->nranks < 2 || b->next_fd < 0 || b->next_bye) return qcclSuccess;
+  if (!sock_peer_failed(b->next_fd)) return qcclSuccess;
+  return QCCL_ERR(qcclRemoteError,
+                  "rank %d (the next of the bootstrap ring) closed its connection: it failed or "
+                  "exited",
+                  (b->rank + 1) % b->nranks);
+}
+
 qcclResult_t boot_barrier(bootstrap_t* b) {
   char* tmp = calloc((size_t)b->nranks, 1);
   if (!tmp) return QCCL_ERR(qcclSystemError, "out of memory");

@@ -357,8 +357,15 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
     }
     double left = deadline - clock_now();
     if (left <= 0) return QCCL_ERR(qcclTimeout, "bootstrap exchange timed out");
-    int rc = poll(p, (nfds_t)np, left > 1.0 ? 1000 : (int)(left * 1000) + 1);
+    int ms = left > SOCK_HOOK_MS * 1e-3 ? SOCK_HOOK_MS : (int)(left * 1000) + 1;
+    int rc = poll(p, (nfds_t)np, ms);
     if (rc < 0 && errno != EINTR) return QCCL_ERRNO(qcclSystemError, errno, "poll");
+    if (rc == 0) {
+      /* as sock_wait: a rank in a split's exchange may owe a peer bytes
+       * its transport's worker still holds (transport/ucx.c) */
+      backoff_run_idle_hook();
+      continue;
+    }
     if (si >= 0 && sfd != rfd && (p[si].revents & (POLLRDHUP | POLLIN | POLLHUP | POLLERR))) {
       unsigned char c = 0;
       if (!(p[si].revents & POLLERR) && recv(sfd, &c, 1, MSG_DONTWAIT) == 1 && c == SOCK_BYE &&
@@ -391,6 +398,17 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
     }
   }
   return qcclSuccess;
+}
+
+int sock_peer_failed(int sfd) {
+  struct pollfd p = {.fd = sfd, .events = POLLRDHUP | POLLIN, .revents = 0};
+  if (poll(&p, 1, 0) <= 0) return 0;
+  if (p.revents & POLLERR) return 1;
+  unsigned char c = 0;
+  ssize_t k = recv(sfd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (k == 1) return c != SOCK_BYE;
+  if (k == 0) return 1;
+  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 qcclResult_t sock_local_addr(int fd, sock_addr_t* out) {

@@ -67,6 +67,12 @@ qcclResult_t sock_recv_all(int fd, void* buf, size_t n, double deadline);
 qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_t n,
                            double deadline, int* sfd_bye);
 
+/* Without waiting: 1 when the peer on sfd (one that never writes on it but
+ * its bye, as sock_sendrecv's sfd) has failed or exited: the stream ended,
+ * broke, or carries anything but a bye; 0 while it is there, or left in
+ * good order (the bye stays unread for sock_sendrecv). */
+int sock_peer_failed(int sfd);
+
 /* Tells the peer that sends on fd (whose sock_sendrecv watches it) that
  * this end leaves in good order. Best effort, never blocks. */
 void sock_bye(int fd);

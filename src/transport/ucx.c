@@ -45,6 +45,7 @@
 #define UCX_ABORT_WAIT 1.0       /* seconds a forced close may take */
 #define UCX_CONTROL_WAIT 0.2     /* seconds a control message may take to leave */
 #define UCX_HANDSHAKE_SPIN_US 10 /* the init's handshake polls, then yields */
+#define UCX_RING_CHECK 0.005     /* seconds between its looks at the bootstrap ring */
 
 typedef struct {
   struct ucx* u;
@@ -282,8 +283,9 @@ done:
  * connection it dropped while handling another in the same batch). With
  * the handshake done here, a peer that goes away later breaks connections
  * that are established, a path UCX handles. A peer that does not answer
- * within the communicator's timeout fails the init, naming it. */
-static qcclResult_t ucx_handshake(ucx_t* u, const int* remote, double timeout) {
+ * within the communicator's timeout fails the init, naming it; one that
+ * died fails it at once, through UCX or the bootstrap ring (boot). */
+static qcclResult_t ucx_handshake(ucx_t* u, bootstrap_t* boot, const int* remote, double timeout) {
   int w = u->nranks;
   void** reqs = calloc((size_t)w * 2, sizeof *reqs);
   uint64_t* hello = calloc((size_t)w * 2, sizeof *hello);
@@ -316,6 +318,7 @@ static qcclResult_t ucx_handshake(ucx_t* u, const int* remote, double timeout) {
       reqs[i] = s;
   }
   double deadline = clock_now() + (timeout > 0 ? timeout : 600);
+  double ring_check = 0;
   backoff_t b; /* a rank that waits yields the core its peer may need */
   backoff_init(&b, UCX_HANDSHAKE_SPIN_US);
   for (int k = 0; k < 2 * w && r == qcclSuccess;) {
@@ -331,14 +334,24 @@ static qcclResult_t ucx_handshake(ucx_t* u, const int* remote, double timeout) {
       k++;
       continue;
     }
-    if (u->failed[peer] != UCS_OK)
+    double now = clock_now();
+    if (u->failed[peer] != UCS_OK) {
       r = QCCL_ERR(qcclRemoteError, "UCX handshake: rank %d is unreachable (%s)", peer,
                    ucs_status_string(u->failed[peer]));
-    else if (clock_now() > deadline)
+    } else if (now > deadline) {
       r = QCCL_ERR(qcclTimeout, "UCX handshake: rank %d did not answer within %.0f s", peer,
                    timeout);
-    else if (ucp_worker_progress(u->worker) == 0)
+    } else if (now >= ring_check) {
+      /* UCX may never report a peer that died: its hello already sent,
+       * or its connection to this rank half made (UCX 1.13's TCP
+       * transport drops a receive-only connection silently). The ring
+       * tells: the next rank's end closes, and a rank that fails here
+       * closes its own, so the failure travels around as in an exchange */
+      ring_check = now + UCX_RING_CHECK;
+      r = boot_check_next(boot);
+    } else if (ucp_worker_progress(u->worker) == 0) {
       backoff_idle(&b);
+    }
   }
   for (int k = 0; k < 2 * w; k++) {
     if (reqs[k] == NULL) continue;
@@ -373,7 +386,7 @@ qcclResult_t ucx_open(bootstrap_t* boot, const int* remote, double timeout, ucx_
     r = QCCL_ERR(qcclSystemError, "out of memory");
   if (r == qcclSuccess) r = ucx_make_worker(u);
   if (r == qcclSuccess) r = ucx_connect(u, boot, remote);
-  if (r == qcclSuccess) r = ucx_handshake(u, remote, timeout);
+  if (r == qcclSuccess) r = ucx_handshake(u, boot, remote, timeout);
   if (r != qcclSuccess) {
     ucx_close(u, 1);
     return r;

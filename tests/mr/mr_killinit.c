@@ -404,6 +404,7 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
     ns.ranks[r] = pids[r];
   }
   int victim[2] = {-1, -1};
+  int victim_phase = -1; /* the first victim's, when it was stopped */
   double killed = 0;
   int exempt = 0;
   if (kill_at >= 0) {
@@ -427,6 +428,7 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
     for (int r = 0; r < w; r++) sent[r] = -1;
     for (int k = 0; k < nvict; k++) {
       kill(pids[victim[k]], SIGSTOP); /* freeze it, then look */
+      if (k == 0) victim_phase = sh->phase[victim[0]];
       sent[victim[k]] = hello_sent(pids[victim[k]]);
       if (!sent[victim[k]]) exempt = 1;
       if (env_flow && victim[k] == 0)
@@ -475,11 +477,18 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
       break;
     }
     if (since > SLACK + (kill_at >= 0 ? 0 : 20)) {
+      char aim[64];
+      if (late >= 0)
+        snprintf(aim, sizeof aim, "late rank %d", late);
+      else if (split_kill)
+        snprintf(aim, sizeof aim, "aimed %.0f ms into the split", kill_at / 4 * 1e3);
+      else
+        snprintf(aim, sizeof aim, "aimed at %.0f ms", kill_at * 1e3);
       for (int r = 0; r < w; r++)
         if (!done[r]) {
           fprintf(stderr,
-                  "round %d (%s flow, W=%d, killed rank %d%s at %.0f ms): rank %d still waits "
-                  "%.1f s after the kill (phase: %s)\n",
+                  "round %d (%s flow, W=%d, killed rank %d%s %.0f ms after the start, in %s; "
+                  "%s): rank %d still waits %.1f s after the kill (phase: %s)\n",
                   t->rounds, env_flow ? "env" : "unique-id", w, victim[0],
                   victim[1] >= 0 ? (victim[1] == 0   ? " and 0"
                                     : victim[1] == 1 ? " and 1"
@@ -487,7 +496,9 @@ static int round_run(shared_t* sh, int w, int env_flow, double kill_at, int nvic
                                     : victim[1] == 3 ? " and 3"
                                                      : " and 4")
                                  : "",
-                  kill_at * 1e3, r, since, ph_names[sh->phase[r]]);
+                  kill_at >= 0 ? (killed - t0) * 1e3 : 0.0,
+                  victim_phase >= 0 ? ph_names[victim_phase] : "-", aim, r, since,
+                  ph_names[sh->phase[r]]);
           if (getenv("MR_KILLINIT_GDB")) {
             char cmd[128];
             snprintf(cmd, sizeof cmd, "gdb -batch -p %d -ex 'thread apply all bt' 2>&1 | grep '^#'",
