@@ -19,7 +19,9 @@
  * polling head and then reading the header took two in turn (SendRecv on
  * 2 ranks: docs/PERF.md, "A header found by its stamp"). Head still
  * counts every byte, for a payload that follows its header in pieces (a
- * message larger than half the ring, or one the ring had no room for).
+ * message larger than half the ring, or one the ring had no room for);
+ * the receiver may see the stamp before the head that counts the header,
+ * so its tail can be ahead of the head it reads (shm_pull).
  * The receiver checks the
  * header against its own size, so a mismatch is an error, not corruption,
  * and the receiver says so in the pair's control line (refused), so a
@@ -203,12 +205,16 @@ static void shm_consume(shm_t* s, int peer, size_t n) {
   atomic_store_explicit(&c->tail, tail + n, memory_order_release);
 }
 
-/* Pulls up to n bytes into buf (NULL: skips them, the pad). */
+/* Pulls up to n bytes into buf (NULL: skips them, the pad). The tail may
+ * be ahead of the head seen here: a header found by its stamp is consumed
+ * before the sender's head counts it (its store of head may not have
+ * reached this core yet); then nothing is there yet. */
 static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
   shm_chan_ctrl_t* c = shm_chan_ctrl(s, peer, s->rank);
   const char* ring = shm_chan_data(s, peer, s->rank);
   uint64_t tail = atomic_load_explicit(&c->tail, memory_order_relaxed);
   uint64_t head = atomic_load_explicit(&c->head, memory_order_acquire);
+  if ((int64_t)(head - tail) <= 0) return 0;
   size_t avail = (size_t)(head - tail);
   size_t k = n < avail ? n : avail;
   if (k == 0) return 0;
