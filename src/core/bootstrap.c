@@ -771,13 +771,9 @@ qcclResult_t boot_allgather(bootstrap_t* b, void* data, size_t size) {
   return qcclSuccess;
 }
 
-qcclResult_t boot_check_next(bootstrap_t* b) {
-  if (!b || b->nranks < 2 || b->next_fd < 0 || b->next_bye) return qcclSuccess;
-  if (!sock_peer_failed(b->next_fd)) return qcclSuccess;
-  return QCCL_ERR(qcclRemoteError,
-                  "rank %d (the next of the bootstrap ring) closed its connection: it failed or "
-                  "exited",
-                  (b->rank + 1) % b->nranks);
+int boot_next_failed(bootstrap_t* b) {
+  if (!b || b->nranks < 2 || b->next_fd < 0 || b->next_bye) return 0;
+  return sock_peer_failed(b->next_fd);
 }
 
 qcclResult_t boot_barrier(bootstrap_t* b) {

@@ -58,11 +58,11 @@ qcclResult_t boot_allgather(bootstrap_t* b, void* data, size_t size);
 /* Returns when every rank has entered. Collective. */
 qcclResult_t boot_barrier(bootstrap_t* b);
 
-/* Without waiting: qcclRemoteError when the next rank of the ring failed
- * or exited (its connection ended without a bye). A rank waiting on
- * something other than the ring (a transport's handshake) calls it now
- * and then, so that a failure still travels around the ring. */
-qcclResult_t boot_check_next(bootstrap_t* b);
+/* Without waiting: 1 when the next rank of the ring failed or exited (its
+ * connection ended without a bye). A rank waiting on something other than
+ * the ring (a transport's handshake) looks now and then, so that a
+ * failure still travels around the ring. */
+int boot_next_failed(bootstrap_t* b);
 
 int boot_rank(const bootstrap_t* b);
 int boot_nranks(const bootstrap_t* b);

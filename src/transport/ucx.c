@@ -46,6 +46,7 @@
 #define UCX_CONTROL_WAIT 0.2     /* seconds a control message may take to leave */
 #define UCX_HANDSHAKE_SPIN_US 10 /* the init's handshake polls, then yields */
 #define UCX_RING_CHECK 0.005     /* seconds between its looks at the bootstrap ring */
+#define UCX_RING_GRACE 0.1       /* seconds a hello may trail its sender's exit */
 
 typedef struct {
   struct ucx* u;
@@ -285,6 +286,14 @@ done:
  * that are established, a path UCX handles. A peer that does not answer
  * within the communicator's timeout fails the init, naming it; one that
  * died fails it at once, through UCX or the bootstrap ring (boot). */
+/* Whether this rank's handshake still waits for peer: its hello to it,
+ * or its hello from it (requests reqs[peer] and reqs[w + peer]). */
+static int ucx_handshake_owes(void* const* reqs, int w, int peer) {
+  for (int k = peer; k < 2 * w; k += w)
+    if (reqs[k] != NULL && ucp_request_check_status(reqs[k]) == UCS_INPROGRESS) return 1;
+  return 0;
+}
+
 static qcclResult_t ucx_handshake(ucx_t* u, bootstrap_t* boot, const int* remote, double timeout) {
   int w = u->nranks;
   void** reqs = calloc((size_t)w * 2, sizeof *reqs);
@@ -318,7 +327,10 @@ static qcclResult_t ucx_handshake(ucx_t* u, bootstrap_t* boot, const int* remote
       reqs[i] = s;
   }
   double deadline = clock_now() + (timeout > 0 ? timeout : 600);
-  double ring_check = 0;
+  /* the ring's next rank: when its look is due, and when it was seen gone
+   * (0: not seen; < 0: no longer watched) */
+  const int next = (u->rank + 1) % w;
+  double ring_check = 0, next_gone = 0;
   backoff_t b; /* a rank that waits yields the core its peer may need */
   backoff_init(&b, UCX_HANDSHAKE_SPIN_US);
   for (int k = 0; k < 2 * w && r == qcclSuccess;) {
@@ -341,14 +353,24 @@ static qcclResult_t ucx_handshake(ucx_t* u, bootstrap_t* boot, const int* remote
     } else if (now > deadline) {
       r = QCCL_ERR(qcclTimeout, "UCX handshake: rank %d did not answer within %.0f s", peer,
                    timeout);
-    } else if (now >= ring_check) {
+    } else if (next_gone > 0 && ucx_handshake_owes(reqs, w, next) == 0) {
+      next_gone = -1; /* it left with its part done: nothing more to wait for */
+    } else if (next_gone > 0 && now - next_gone > UCX_RING_GRACE) {
+      r = QCCL_ERR(qcclRemoteError,
+                   "UCX handshake: rank %d (the next of the bootstrap ring) failed or exited "
+                   "before its hello to rank %d arrived",
+                   next, u->rank);
+    } else if (next_gone == 0 && now >= ring_check) {
       /* UCX may never report a peer that died: its hello already sent,
        * or its connection to this rank half made (UCX 1.13's TCP
        * transport drops a receive-only connection silently). The ring
        * tells: the next rank's end closes, and a rank that fails here
-       * closes its own, so the failure travels around as in an exchange */
+       * closes its own, so the failure travels around as in an exchange.
+       * A next rank that finished its init may leave (exit, abort) while
+       * its hello is still on its way: only a hello still missing after
+       * a grace, or a send to it not done, fails this one */
       ring_check = now + UCX_RING_CHECK;
-      r = boot_check_next(boot);
+      if (boot_next_failed(boot)) next_gone = now;
     } else if (ucp_worker_progress(u->worker) == 0) {
       backoff_idle(&b);
     }

@@ -140,8 +140,10 @@ static void wrap_fill(uint64_t cseed, int src, int k, unsigned char* p, size_t n
  * by its stamp before the sender's head counter may show it: the pieces
  * must be counted from head, not from a tail already past it (they were,
  * until 2026-12-06: 16 of 20 runs read past the ring, a crash, or another
- * message's bytes). Meant for the staged path (the suite also runs it with
- * single copy off); with single copy on, the exchanges go single copy. */
+ * message's bytes). Meant for the staged path: the suite runs it with
+ * single copy off (mr_sendrecv_nocma_w2); where the init probe turns single
+ * copy on, only the one-way messages that fit the ring take the pieces
+ * path. */
 static void case_pieces(mr_t* t) {
   mr_case_t c;
   if (!mr_case_begin(t, &c, "sendrecv pieces")) return;
