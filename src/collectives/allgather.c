@@ -95,8 +95,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         t->offered = t->off == 0 && share_offer(comm, t->g, &t->job, t->mapped);
         if (!t->direct) /* shm.h */
-          copy_out(shm_slot(s, r, t->g) + t->rot, in + t->off, m,
-                   shm_handoff_nt(s, bytes * (size_t)w));
+          shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot, in + t->off, m, bytes * (size_t)w);
         coll_stats_shm(comm, m);
         shm_post(s, 3 * t->g + 1);
         t->k = 1;

@@ -197,7 +197,7 @@ static qcclResult_t ar_progress(plan_t* p) {
         shm_reg_publish(s, t->g, SHM_REG_OUT, &t->out_reg);
         if (!t->in_pub && !t->in_cma)
           ar_chunk_stage(s, t->g, t->rot, (const char*)a->sendbuff + t->off * es, m, lo, hi, es,
-                         t->nt);
+                         a->count * es);
         shm_post(s, 3 * t->g + 1);
         p->phase = AR_STAGED;
         PLAN_FALLTHROUGH;

@@ -12,13 +12,13 @@
 
 /* Phase 1: stages the m elements at src into this rank's slot of chunk g
  * (rot bytes into it: shm_rot), but its own part [lo, hi), which it
- * reduces from src directly; with streaming stores in large calls
- * (shm.h). */
+ * reduces from src directly; with streaming stores in large calls and
+ * where ordinary ones run slow (a call of call_bytes: shm_handoff_copy). */
 static inline void ar_chunk_stage(shm_t* s, uint64_t g, size_t rot, const char* src, size_t m,
-                                  size_t lo, size_t hi, size_t es, int stream) {
+                                  size_t lo, size_t hi, size_t es, size_t call_bytes) {
   char* slot = shm_slot(s, s->rank, g) + rot;
-  copy_out(slot, src, lo * es, stream);
-  copy_out(slot + hi * es, src + hi * es, (m - hi) * es, stream);
+  shm_handoff_copy(s, slot, src, lo * es, call_bytes);
+  shm_handoff_copy(s, slot + hi * es, src + hi * es, (m - hi) * es, call_bytes);
 }
 
 /* peer_out[j] of a part the caller has copied already */

@@ -129,8 +129,8 @@ static qcclResult_t a2a_progress(plan_t* p) {
         if (!t->direct) {
           for (int j = 0; j < w; j++)
             if (j != r)
-              copy_out(slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m,
-                       shm_handoff_nt(s, bytes * (size_t)w));
+              shm_handoff_copy(s, slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m,
+                               bytes * (size_t)w);
         }
         coll_stats_shm(comm, (size_t)(w - 1) * m);
         shm_post(s, 3 * t->g + 1);

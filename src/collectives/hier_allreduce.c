@@ -88,7 +88,7 @@ static qcclResult_t har_reduce_progress(plan_t* p) {
         PLAN_FALLTHROUGH;
       case HAR_FREE:
         PLAN_TEST(p, shm_test_chunk(s, t->g));
-        ar_chunk_stage(s, t->g, 0, src, m, lo, hi, es, shm_handoff_nt(s, a->count * es));
+        ar_chunk_stage(s, t->g, 0, src, m, lo, hi, es, a->count * es);
         coll_stats_shm(p->comm, (m - (hi - lo)) * es);
         shm_post(s, 3 * t->g + 1);
         p->phase = HAR_WAIT;

@@ -78,8 +78,9 @@ static qcclResult_t rs_progress(plan_t* p) {
         if (!t->direct) {
           for (int j = 0; j < w; j++)
             if (j != r)
-              copy_out(slot + (size_t)j * m * es, in + ((size_t)j * a->count + t->off) * es, m * es,
-                       shm_handoff_nt(s, a->count * (size_t)w * es));
+              shm_handoff_copy(s, slot + (size_t)j * m * es,
+                               in + ((size_t)j * a->count + t->off) * es, m * es,
+                               a->count * (size_t)w * es);
         }
         coll_stats_shm(comm, (size_t)(w - 1) * m * es);
         shm_post(s, 3 * t->g + 1);

@@ -280,6 +280,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   int64_t nt;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;
+  s->nt_auto = env_get("QCCL_SHM_HANDOFF_NT_BYTES") == NULL;
   int64_t share;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_SHARE_BYTES", 8 << 20, 0, INT64_MAX, &share), r, fail);
   s->share_min = (size_t)share;

@@ -142,6 +142,11 @@ typedef struct shm {
   size_t cma_min;        /* smallest per-peer block sent single copy, 0 = never */
   size_t cma_a2a_min;    /* AlltoAll's (cma.h, cma_a2a_use), 0 = never */
   size_t handoff_nt;     /* calls of at least this many bytes hand off through memory */
+  int nt_auto;           /* QCCL_SHM_HANDOFF_NT_BYTES unset: smaller calls too when slow */
+  int nt_slow;           /* this rank's last timed ordinary handoff ran slow (shm_handoff.c) */
+  double nt_retry_at;    /* clock_now() from which an ordinary copy is timed again */
+  double nt_wait;        /* seconds from a slow retry to the next */
+  int nt_strikes;        /* slow ordinary copies in a row while not nt_slow */
   size_t share_min;      /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t* cma_buf;     /* what peers read to probe CMA (cma.c; freed by it) */
   int peers_readable;    /* every local rank may read / map every other's memory */
@@ -257,6 +262,17 @@ qcclResult_t shm_scratch(shm_t* s, char** out);
 static inline int shm_handoff_nt(const shm_t* s, size_t bytes) {
   return bytes >= s->handoff_nt;
 }
+
+/* Copies n bytes of a call that moves call_bytes into this rank's slot for
+ * its peers: streaming stores from QCCL_SHM_HANDOFF_NT_BYTES, and below
+ * that while ordinary stores into the segment run slow here (the lines
+ * still in a peer's cache across the host: shm_handoff.c). */
+void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t call_bytes);
+/* Its parts (exposed for tests/unit/unit_handoff.c): whether a copy of n
+ * bytes at time now goes streaming, and what an ordinary copy of n bytes
+ * started at t0 and taking dt seconds tells. */
+int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now);
+void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
 
 /* Publishes this rank's step. */
 static inline void shm_post(shm_t* s, uint64_t step) {

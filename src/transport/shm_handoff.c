@@ -1,0 +1,85 @@
+/*
+ * shm_handoff.c - the stores a rank hands data to its peers with, chosen
+ * from how fast its ordinary stores into the segment run.
+ *
+ * A rank writes its slot, a peer reads it, the rank writes it again at
+ * the next chunk: every line the writer stores to is still in the
+ * reader's cache, so each store first takes the line back from there. On
+ * a host whose two cores share a cache that costs little, and ordinary
+ * stores (memcpy) beat streaming ones, which send every line to memory
+ * (a 2-rank AlltoAll of 1 MiB: the copy into the slot 35-45 GB/s against
+ * 15-20). Where the cores share none (an AMD guest whose vCPUs the host
+ * moved apart: cache-line round trip 330-380 ns instead of 60-85) the
+ * same memcpy ran at 2-3.5 GB/s and streaming stores at 19-21, and the
+ * call at 1.7-2.1 GB/s busbw against 7.2-8.9 (docs/PERF.md, "A crash the
+ * AMD guest found, and the guest's two modes"). The host may move the
+ * vCPUs while a job runs, so the choice is made from the copies
+ * themselves: an ordinary copy of at least SHM_NT_TIMED_MIN bytes is
+ * timed, and after SHM_NT_STRIKES of them in a row below SHM_NT_SLOW_BPS
+ * (one could be a page's first touch or a preemption) this rank's
+ * handoffs of every size from SHM_NT_AUTO_MIN go streaming; one ordinary
+ * copy is timed again after SHM_NT_RETRY_S, then twice as long while it
+ * stays slow (up to SHM_NT_RETRY_MAX_S), so a return to a shared cache is
+ * seen within that. The choice is
+ * the writer's alone (a reader reads the same bytes either way; a
+ * streaming copy ends with a store fence before the chunk is posted).
+ * QCCL_SHM_HANDOFF_NT_BYTES set turns the timing off.
+ */
+#include "core/log.h"
+#include "core/memcopy.h"
+#include "core/wait.h"
+#include "transport/shm.h"
+
+#define SHM_NT_TIMED_MIN ((size_t)128 << 10) /* copies timed: at least this */
+#define SHM_NT_AUTO_MIN ((size_t)64 << 10)   /* copies that may go streaming */
+#define SHM_NT_SLOW_BPS 5e9                  /* bytes per second: below, slow */
+#define SHM_NT_STRIKES 2                     /* slow copies in a row that switch */
+#define SHM_NT_RETRY_S 0.005                 /* seconds to the first timed retry */
+#define SHM_NT_RETRY_MAX_S 0.08              /* and at most between two */
+
+void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
+  int slow = dt > 0 && (double)n / dt < SHM_NT_SLOW_BPS;
+  if (!slow) {
+    s->nt_strikes = 0;
+    if (!s->nt_slow) return;
+    s->nt_slow = 0;
+  } else if (s->nt_slow) {
+    /* a retry, still slow: the next one later */
+    s->nt_wait = s->nt_wait * 2 < SHM_NT_RETRY_MAX_S ? s->nt_wait * 2 : SHM_NT_RETRY_MAX_S;
+    s->nt_retry_at = t0 + s->nt_wait;
+    return;
+  } else if (++s->nt_strikes < SHM_NT_STRIKES) {
+    return;
+  } else {
+    s->nt_slow = 1;
+    s->nt_wait = SHM_NT_RETRY_S;
+    s->nt_retry_at = t0 + s->nt_wait;
+  }
+  QCCL_INFO(LOG_SHM,
+            "rank %d: handoffs below %zu bytes now use %s stores (an ordinary copy into the "
+            "segment ran at %.1f GB/s)",
+            s->rank, s->handoff_nt, slow ? "streaming" : "ordinary", (double)n / dt / 1e9);
+}
+
+int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now) {
+  if (shm_handoff_nt(s, call_bytes)) return 1;
+  return s->nt_auto && n >= SHM_NT_AUTO_MIN && s->nt_slow && now < s->nt_retry_at;
+}
+
+void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t call_bytes) {
+  if (shm_handoff_nt(s, call_bytes)) {
+    copy_stream(dst, src, n);
+    return;
+  }
+  if (!s->nt_auto || n < SHM_NT_AUTO_MIN) {
+    __builtin_memcpy(dst, src, n);
+    return;
+  }
+  double t0 = clock_now();
+  if (shm_handoff_streams(s, n, call_bytes, t0)) {
+    copy_stream(dst, src, n);
+    return;
+  }
+  __builtin_memcpy(dst, src, n);
+  if (n >= SHM_NT_TIMED_MIN) shm_handoff_timed(s, n, t0, clock_now() - t0);
+}

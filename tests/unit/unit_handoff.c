@@ -1,0 +1,108 @@
+/*
+ * unit_handoff - the choice of stores for handoffs into the segment
+ * (transport/shm_handoff.c), fed the timings of ordinary copies: fast ones
+ * never switch, one slow copy does not, two in a row do (for copies of 64
+ * KiB or more, below QCCL_SHM_HANDOFF_NT_BYTES), a retry is due 5 ms later
+ * and twice as long after each slow retry up to 80 ms, a fast retry
+ * switches back, and with the variable set nothing is timed. Then
+ * shm_handoff_copy's bytes, both ways, against memcpy.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/shm.h"
+
+static int failures;
+#define CHECK(cond, ...)                      \
+  do {                                        \
+    if (!(cond)) {                            \
+      fprintf(stderr, "unit_handoff: FAIL "); \
+      fprintf(stderr, __VA_ARGS__);           \
+      fprintf(stderr, "\n");                  \
+      failures++;                             \
+    }                                         \
+  } while (0)
+
+#define MIB ((size_t)1 << 20)
+#define FAST (MIB / 40e9) /* seconds an ordinary 1 MiB copy takes at 40 GB/s */
+#define SLOW (MIB / 2e9)  /* and at 2 GB/s */
+
+static void fresh(shm_t* s) {
+  memset(s, 0, sizeof *s);
+  s->handoff_nt = 8 * MIB;
+  s->nt_auto = 1;
+}
+
+int main(void) {
+  shm_t s;
+  fresh(&s);
+  double t = 1.0;
+  for (int i = 0; i < 100; i++, t += 0.001) shm_handoff_timed(&s, MIB, t, FAST);
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t), "fast copies switched");
+  CHECK(shm_handoff_streams(&s, MIB, 8 * MIB, t), "a call of 8 MiB does not stream");
+
+  shm_handoff_timed(&s, MIB, t, SLOW);
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t), "one slow copy switched");
+  shm_handoff_timed(&s, MIB, t, FAST);
+  shm_handoff_timed(&s, MIB, t, SLOW);
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t), "slow, fast, slow switched");
+  shm_handoff_timed(&s, MIB, t, SLOW);
+  CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, t), "two slow copies in a row did not switch");
+  CHECK(shm_handoff_streams(&s, 64 << 10, 2 * MIB, t), "a 64 KiB copy does not stream");
+  CHECK(!shm_handoff_streams(&s, (64 << 10) - 1, 2 * MIB, t), "a copy under 64 KiB streams");
+  CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, t + 0.0049), "the retry came before 5 ms");
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t + 0.005), "no retry at 5 ms");
+
+  /* slow retries: 10, 20, 40, 80, 80 ms */
+  const double want[] = {0.01, 0.02, 0.04, 0.08, 0.08};
+  double at = t + 0.005;
+  for (int k = 0; k < 5; k++) {
+    shm_handoff_timed(&s, MIB, at, SLOW);
+    CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, at + want[k] - 1e-4),
+          "slow retry %d: the next came before %.0f ms", k, want[k] * 1e3);
+    CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at + want[k]),
+          "slow retry %d: no retry after %.0f ms", k, want[k] * 1e3);
+    at += want[k];
+  }
+  shm_handoff_timed(&s, MIB, at, FAST);
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at), "a fast retry did not switch back");
+  shm_handoff_timed(&s, MIB, at, SLOW);
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at), "one slow copy after the switch back");
+
+  /* the variable set: nothing timed, only its threshold */
+  fresh(&s);
+  s.nt_auto = 0;
+  s.handoff_nt = 4 * MIB;
+  shm_handoff_timed(&s, MIB, t, SLOW);
+  shm_handoff_timed(&s, MIB, t, SLOW);
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t), "QCCL_SHM_HANDOFF_NT_BYTES set: switched");
+  CHECK(shm_handoff_streams(&s, MIB, 4 * MIB, t), "QCCL_SHM_HANDOFF_NT_BYTES set: not used");
+
+  /* the bytes, ordinary and streaming, with guards */
+  size_t n = MIB + 37;
+  unsigned char* src = malloc(n);
+  unsigned char* dst = malloc(n + 128);
+  for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i * 131 + 7);
+  for (int way = 0; way < 2; way++) {
+    fresh(&s);
+    if (way) {
+      s.nt_slow = 1;
+      s.nt_retry_at = 1e300;
+    }
+    memset(dst, 0xee, n + 128);
+    shm_handoff_copy(&s, dst + 64, src, n, 2 * MIB);
+    CHECK(memcmp(dst + 64, src, n) == 0, "%s copy differs", way ? "streaming" : "ordinary");
+    for (size_t i = 0; i < 64; i++)
+      CHECK(dst[i] == 0xee && dst[64 + n + i] == 0xee, "%s copy wrote outside at %zu",
+            way ? "streaming" : "ordinary", i);
+  }
+  free(src);
+  free(dst);
+  if (failures) {
+    printf("unit_handoff: %d failures\n", failures);
+    return 1;
+  }
+  printf("unit_handoff: ok\n");
+  return 0;
+}
