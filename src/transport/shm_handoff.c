@@ -67,19 +67,13 @@ int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now)
 }
 
 void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t call_bytes) {
-  if (shm_handoff_nt(s, call_bytes)) {
-    copy_stream(dst, src, n);
-    return;
-  }
-  if (!s->nt_auto || n < SHM_NT_AUTO_MIN) {
-    __builtin_memcpy(dst, src, n);
-    return;
-  }
-  double t0 = clock_now();
+  /* the clock only for copies the choice is made for */
+  int chosen = s->nt_auto && n >= SHM_NT_AUTO_MIN && !shm_handoff_nt(s, call_bytes);
+  double t0 = chosen ? clock_now() : 0;
   if (shm_handoff_streams(s, n, call_bytes, t0)) {
     copy_stream(dst, src, n);
     return;
   }
   __builtin_memcpy(dst, src, n);
-  if (n >= SHM_NT_TIMED_MIN) shm_handoff_timed(s, n, t0, clock_now() - t0);
+  if (chosen && n >= SHM_NT_TIMED_MIN) shm_handoff_timed(s, n, t0, clock_now() - t0);
 }

@@ -269,6 +269,14 @@ done:
   return r;
 }
 
+/* Whether this rank's handshake still waits for peer: its hello to it,
+ * or its hello from it (requests reqs[peer] and reqs[w + peer]). */
+static int ucx_handshake_owes(void* const* reqs, int w, int peer) {
+  for (int k = peer; k < 2 * w; k += w)
+    if (reqs[k] != NULL && ucp_request_check_status(reqs[k]) == UCS_INPROGRESS) return 1;
+  return 0;
+}
+
 /* Completes every connection before the communicator is used: one small
  * message each way with every remote peer (tag: the sender's rank, call 0,
  * which no call uses), each received here, so none is left for a call.
@@ -286,14 +294,6 @@ done:
  * that are established, a path UCX handles. A peer that does not answer
  * within the communicator's timeout fails the init, naming it; one that
  * died fails it at once, through UCX or the bootstrap ring (boot). */
-/* Whether this rank's handshake still waits for peer: its hello to it,
- * or its hello from it (requests reqs[peer] and reqs[w + peer]). */
-static int ucx_handshake_owes(void* const* reqs, int w, int peer) {
-  for (int k = peer; k < 2 * w; k += w)
-    if (reqs[k] != NULL && ucp_request_check_status(reqs[k]) == UCS_INPROGRESS) return 1;
-  return 0;
-}
-
 static qcclResult_t ucx_handshake(ucx_t* u, bootstrap_t* boot, const int* remote, double timeout) {
   int w = u->nranks;
   void** reqs = calloc((size_t)w * 2, sizeof *reqs);
