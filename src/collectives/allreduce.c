@@ -115,8 +115,12 @@ static qcclResult_t ar_reduce_part(ar_plan_t* t, size_t m, size_t lo, size_t hi)
     copy_out(out + (off + lo) * es, t->scratch, (hi - lo) * es, t->stream || (t->nt && t->out_pub));
     if (!t->out_pub) copy_out(res, t->scratch, (hi - lo) * es, t->nt);
   } else {
-    reduce_kernel(res, srcs, w, hi - lo, a->datatype, a->op, w);
-    memcpy(out + (off + lo) * es, res, (hi - lo) * es);
+    /* into recvbuff (in place, its part is srcs[r] at the same offsets,
+     * which the kernel allows), then handed to the peers with the stores
+     * that suit the two cores (shm_handoff_copy): the result area's lines
+     * sit in the cache of the peer that read the last chunk there */
+    reduce_kernel(out + (off + lo) * es, srcs, w, hi - lo, a->datatype, a->op, w);
+    shm_handoff_copy(s, res, out + (off + lo) * es, (hi - lo) * es, a->count * es);
   }
   return qcclSuccess;
 }

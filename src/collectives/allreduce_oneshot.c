@@ -84,11 +84,11 @@ static qcclResult_t oneshot_progress(plan_t* p) {
       PLAN_FALLTHROUGH;
     case ONESHOT_FREE:
       PLAN_TEST(p, shm_test_chunk(s, t->g));
-      memcpy(shm_slot(s, r, t->g) + t->rot, a->sendbuff, h * es);
+      shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot, a->sendbuff, h * es, n);
       shm_post(s, 3 * t->g + 1);
       if (h < a->count) {
-        memcpy(shm_slot(s, r, t->g) + t->rot + h * es, (const char*)a->sendbuff + h * es,
-               n - h * es);
+        shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot + h * es,
+                         (const char*)a->sendbuff + h * es, n - h * es, n);
         shm_post(s, 3 * t->g + 2);
       }
       coll_stats_shm(comm, n);

@@ -128,7 +128,9 @@ static qcclResult_t bcast_progress(plan_t* p) {
         PLAN_TEST(p, t->cma ? shm_test_chunk(s, t->g) : shm_test_chunk_part(s, t->g, t->rot, m));
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         int staged = !t->cma || t->nstaged > 0;
-        if (staged) memcpy(shm_slot(s, root, t->g) + t->rot, (const char*)a->sendbuff + t->off, m);
+        if (staged)
+          shm_handoff_copy(s, shm_slot(s, root, t->g) + t->rot, (const char*)a->sendbuff + t->off,
+                           m, t->bytes);
         coll_stats_shm(comm, m);
         shm_post(s, 3 * t->g + 3);
         /* the root's own copy once the readers may start: the whole

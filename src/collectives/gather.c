@@ -146,7 +146,7 @@ static qcclResult_t gather_progress(plan_t* p) {
           break;
         }
         if (r != root) {
-          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
+          shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot, in + t->off, m, bytes * (size_t)w);
           coll_stats_shm(comm, m);
           if (gather_chunk_done(p, t, s)) return qcclInProgress;
           break;
@@ -179,7 +179,7 @@ static qcclResult_t gather_progress(plan_t* p) {
                               root);
           }
           size_t m = t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
-          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off, m);
+          shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot, in + t->off, m, bytes * (size_t)w);
           coll_stats_shm(comm, m);
           size_t lo, len;
           node_split_piece(bytes, t->end, t->nstaged, t->chunks, &lo, &len);

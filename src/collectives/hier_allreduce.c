@@ -146,7 +146,7 @@ static qcclResult_t har_gather_progress(plan_t* p) {
           convert_from_f32(res, (const float*)t->share + t->pos, hi - lo, a->datatype);
           copy_out(out + (t->off + lo) * es, res, (hi - lo) * es, stream);
         } else {
-          memcpy(res, t->share + t->pos * es, (hi - lo) * es);
+          shm_handoff_copy(s, res, t->share + t->pos * es, (hi - lo) * es, a->count * es);
           copy_out(out + (t->off + lo) * es, t->share + t->pos * es, (hi - lo) * es, stream);
         }
         coll_stats_shm(p->comm, (hi - lo) * es);

@@ -182,14 +182,18 @@ static qcclResult_t reduce_progress(plan_t* p) {
           /* the first half posted before the second is staged: the root
            * reduces it meanwhile */
           size_t h = reduce_half(m, es);
-          memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, h * es);
+          shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot, in + t->off * es, h * es,
+                           a->count * es);
           shm_post(s, 3 * t->g + 1);
-          memcpy(shm_slot(s, r, t->g) + t->rot + h * es, in + (t->off + h) * es, (m - h) * es);
+          shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot + h * es, in + (t->off + h) * es,
+                           (m - h) * es, a->count * es);
         } else {
           /* all but the own part, which only this rank reads */
           if (!t->cma) {
-            memcpy(shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es);
-            memcpy(shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es, (m - hi) * es);
+            shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot, in + t->off * es, lo * es,
+                             a->count * es);
+            shm_handoff_copy(s, shm_slot(s, r, t->g) + t->rot + hi * es, in + (t->off + hi) * es,
+                             (m - hi) * es, a->count * es);
           }
           shm_post(s, 3 * t->g + 1);
         }
@@ -232,7 +236,16 @@ static qcclResult_t reduce_progress(plan_t* p) {
         /* the root's own part straight into recvbuff (in place, it is
          * srcs[r] at the same offsets, which the kernel allows) */
         char* dst = r == root ? out + (t->off + lo) * es : shm_result(s, r, t->g) + t->rot;
-        reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
+        if (r != root && shm_handoff_streams(s, (hi - lo) * es, a->count * es, clock_now())) {
+          /* where ordinary stores into lines the root read run slow
+           * (shm_handoff.c): reduced in cache, then streamed */
+          char* tmp;
+          QCCL_CHECK(shm_scratch(s, &tmp));
+          reduce_kernel(tmp, srcs, w, hi - lo, a->datatype, a->op, w);
+          copy_stream(dst, tmp, (hi - lo) * es);
+        } else {
+          reduce_kernel(dst, srcs, w, hi - lo, a->datatype, a->op, w);
+        }
         /* the others read its slot but its own part, and root its result */
         coll_stats_shm(comm, (m - (hi - lo) + (r != root ? hi - lo : 0)) * es);
         shm_post(s, 3 * t->g + 2);

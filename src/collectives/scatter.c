@@ -117,7 +117,9 @@ static qcclResult_t scatter_progress(plan_t* p) {
         char* slot = shm_slot(s, root, t->g) + t->rot;
         int staged = !t->cma || t->nstaged > 0;
         for (int j = 0; j < w && staged; j++)
-          if (j != root) memcpy(slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m);
+          if (j != root)
+            shm_handoff_copy(s, slot + (size_t)j * m, in + (size_t)j * bytes + t->off, m,
+                             bytes * (size_t)w);
         coll_stats_shm(comm, (size_t)(w - 1) * m);
         shm_post(s, 3 * t->g + 3);
         if (t->nstaged > 0) { /* split: a piece of the own block per chunk */

@@ -23,7 +23,11 @@
  * seen within that. The choice is
  * the writer's alone (a reader reads the same bytes either way; a
  * streaming copy ends with a store fence before the chunk is posted).
- * QCCL_SHM_HANDOFF_NT_BYTES set turns the timing off.
+ * QCCL_SHM_HANDOFF_NT_BYTES set turns the timing off. Every copy a rank
+ * makes into the segment for a peer goes through shm_handoff_copy: the
+ * staged chunks of every collective, AllReduce's result areas (reduced
+ * into recvbuff first), the point-to-point rings; Reduce's reducers ask
+ * shm_handoff_streams whether to reduce in cache and stream the result.
  */
 #include "core/log.h"
 #include "core/memcopy.h"

@@ -102,8 +102,8 @@ static size_t shm_ring_put(shm_t* s, char* ring, uint64_t pos, size_t space, con
   if (k == 0 || buf == NULL) return k;
   size_t at = (size_t)pos & (s->chan_bytes - 1);
   size_t first = s->chan_bytes - at < k ? s->chan_bytes - at : k;
-  memcpy(ring + at, buf, first);
-  memcpy(ring, (const char*)buf + first, k - first);
+  shm_handoff_copy(s, ring + at, buf, first, k);
+  shm_handoff_copy(s, ring, (const char*)buf + first, k - first, k);
   return k;
 }
 
