@@ -24,9 +24,10 @@
  * reads 1/L from each rank, one byte read out. Each part's final value is
  * computed once and copied, so results are bitwise identical on all ranks.
  * Chunks are small enough that the segment stays in cache; large calls
- * write the staged chunks, the result areas and recvbuff with streaming
- * stores instead (no read-for-ownership, and readers fetch from memory
- * rather than from another core's cache: shm.h). The two-level
+ * reduce into a private scratch and write recvbuff with streaming stores,
+ * and the staged chunks and result areas go with streaming stores where
+ * ordinary ones run slow (no read-for-ownership, and readers fetch from
+ * memory rather than from another core's cache: shm_handoff.c). The two-level
  * AllReduce across hosts (hier_allreduce.c) uses the same phases.
  *
  * Single copy (cma.h): a buffer that is not qcclMemAlloc memory, in a
@@ -112,8 +113,9 @@ static qcclResult_t ar_reduce_part(ar_plan_t* t, size_t m, size_t lo, size_t hi)
     /* reduce in cache, then write recvbuff and, for the peers, the result
      * area (unless they read recvbuff), streaming where shm.h says */
     reduce_kernel(t->scratch, srcs, w, hi - lo, a->datatype, a->op, w);
-    copy_out(out + (off + lo) * es, t->scratch, (hi - lo) * es, t->stream || (t->nt && t->out_pub));
-    if (!t->out_pub) copy_out(res, t->scratch, (hi - lo) * es, t->nt);
+    int nt = t->out_pub && shm_handoff_streams(s, (hi - lo) * es, a->count * es, clock_now());
+    copy_out(out + (off + lo) * es, t->scratch, (hi - lo) * es, t->stream || nt);
+    if (!t->out_pub) shm_handoff_copy(s, res, t->scratch, (hi - lo) * es, a->count * es);
   } else {
     /* into recvbuff (in place, its part is srcs[r] at the same offsets,
      * which the kernel allows), then handed to the peers with the stores

@@ -277,8 +277,10 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 10, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   s->ncores = ncores > 0 ? ncores : 1;
+  /* unset, no call size forces streaming stores: each writer times its
+   * ordinary copies and streams while they run slow (shm_handoff.c) */
   int64_t nt;
-  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", 8 << 20, 0, INT64_MAX, &nt), r, fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_HANDOFF_NT_BYTES", INT64_MAX, 0, INT64_MAX, &nt), r, fail);
   s->handoff_nt = (size_t)nt;
   s->nt_auto = env_get("QCCL_SHM_HANDOFF_NT_BYTES") == NULL;
   int64_t share;

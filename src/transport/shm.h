@@ -12,12 +12,13 @@
  * point-to-point messages.
  *
  * Data one rank writes into the segment for another to read goes with
- * non-temporal stores (copy_stream) in large calls, so that the reader
- * finds it in memory rather than dirty in the writer's cache: on a VM
+ * ordinary stores while those run fast, and with non-temporal stores
+ * (copy_stream), so that the reader finds it in memory rather than dirty
+ * in the writer's cache, while they run slow (shm_handoff.c): on a VM
  * whose vCPUs may sit on cores without a shared cache, a write-then-read
  * handoff of 512 KiB ran at 2-3 GB/s through the caches, against 6-14 GB/s
  * when the cores share one, and at 6-7.5 GB/s through memory in both cases
- * (docs/PERF.md). Small calls stay in cache, where a handoff is fastest.
+ * (docs/PERF.md).
  *
  * Synchronisation is by step counters: every collective is a sequence of
  * chunks numbered g = 0, 1, 2, ... over the life of the communicator (the
@@ -141,7 +142,8 @@ typedef struct shm {
   uint32_t balance_tick; /* waits since the last look at the ranks' spread (shm.c) */
   size_t cma_min;        /* smallest per-peer block sent single copy, 0 = never */
   size_t cma_a2a_min;    /* AlltoAll's (cma.h, cma_a2a_use), 0 = never */
-  size_t handoff_nt;     /* calls of at least this many bytes hand off through memory */
+  size_t handoff_nt;     /* calls of at least this many bytes hand off through memory
+                          * (QCCL_SHM_HANDOFF_NT_BYTES; unset: none, nt_auto) */
   int nt_auto;           /* QCCL_SHM_HANDOFF_NT_BYTES unset: smaller calls too when slow */
   int nt_slow;           /* this rank's last timed ordinary handoff ran slow (shm_handoff.c) */
   double nt_retry_at;    /* clock_now() from which an ordinary copy is timed again */
@@ -264,9 +266,10 @@ static inline int shm_handoff_nt(const shm_t* s, size_t bytes) {
 }
 
 /* Copies n bytes of a call that moves call_bytes into this rank's slot for
- * its peers: streaming stores from QCCL_SHM_HANDOFF_NT_BYTES, and below
- * that while ordinary stores into the segment run slow here (the lines
- * still in a peer's cache across the host: shm_handoff.c). */
+ * its peers: streaming stores while ordinary stores into the segment run
+ * slow here (the lines still in a peer's cache across the host:
+ * shm_handoff.c), or, QCCL_SHM_HANDOFF_NT_BYTES set, in calls of that
+ * size or more. */
 void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t call_bytes);
 /* Its parts (exposed for tests/unit/unit_handoff.c): whether a copy of n
  * bytes at time now goes streaming, and what an ordinary copy of n bytes

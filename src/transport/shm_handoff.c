@@ -60,9 +60,9 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
     s->nt_retry_at = t0 + s->nt_wait;
   }
   QCCL_INFO(LOG_SHM,
-            "rank %d: handoffs below %zu bytes now use %s stores (an ordinary copy into the "
-            "segment ran at %.1f GB/s)",
-            s->rank, s->handoff_nt, slow ? "streaming" : "ordinary", (double)n / dt / 1e9);
+            "rank %d: handoffs of %zu bytes or more now use %s stores (an ordinary copy into "
+            "the segment ran at %.1f GB/s)",
+            s->rank, SHM_NT_AUTO_MIN, slow ? "streaming" : "ordinary", (double)n / dt / 1e9);
 }
 
 int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now) {
