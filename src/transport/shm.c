@@ -247,11 +247,19 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
     free(tail_seen);
     return QCCL_ERR(qcclSystemError, "out of memory");
   }
+  /* the rings: 1 MiB up to 4 ranks, where a message's lines are rarely
+   * still in the reader's cache from the last time round (an exchange of
+   * 64 KiB-4 MiB on 2 ranks, AMD guest, shared-cache mode: 1.4-3.4x the
+   * busbw of 256 KiB rings; 4 ranks 1.2-2x; docs/PERF.md, "Every handoff
+   * follows the mode"); w*w of them, so smaller for more ranks */
   int64_t chunk, chan;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
-  QCCL_CHECK_GOTO(
-      env_get_size("QCCL_SHM_P2P_BYTES", w > 16 ? 1 << 16 : 1 << 18, 4096, 1 << 30, &chan), r,
-      fail);
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_P2P_BYTES",
+                               w > 16  ? 1 << 16
+                               : w > 4 ? 1 << 18
+                                       : 1 << 20,
+                               4096, 1 << 30, &chan),
+                  r, fail);
   if (chan & (chan - 1)) {
     r = QCCL_ERR(qcclInvalidArgument, "QCCL_SHM_P2P_BYTES=%lld is not a power of two",
                  (long long)chan);
