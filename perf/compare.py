@@ -441,6 +441,66 @@ def below_notes(res, a, n):
     return out
 
 
+# a cache-line round trip (qccl-handoff) above this: the two CPUs share no
+# cache (docs/PERF.md, "Two modes of one machine": ~60-90 ns against ~330)
+MODE_RTT_NS = 200
+
+
+def round_modes(outdir, a, lib, n, coll):
+    """Per round of one library's runs: (round trip ns before it, its rows),
+    for the rounds that have both."""
+    tag = f"{lib}-{coll}-{n}"
+    got = []
+    for rnd in range(getattr(a, "rounds", 1)):
+        ho = load_handoff(outdir, tag if rnd == 0 else f"{tag}-r{rnd}")
+        rows = load_rows(os.path.join(outdir, f"{tag}-r{rnd}.json" if a.rounds > 1 else
+                                      f"{tag}.json"))
+        if ho is not None and rows:
+            got.append((ho[0], rows))
+    return got
+
+
+def mode_tables(outdir, a, n):
+    """Where the machine changed mode between the rounds (some runs after a
+    round trip below MODE_RTT_NS, some above), the table qccl / best peer
+    once per mode: each library's busbw the median of its rounds in that
+    mode only, so a ratio compares runs the machine gave the same caches.
+    Nothing when every run saw one mode."""
+    libs = [lib for lib in LIBS if lib in a.libs]
+    if outdir is None or getattr(a, "rounds", 1) < 2 or len(libs) < 2 or "qccl" not in libs:
+        return []
+    per = {(lib, coll): round_modes(outdir, a, lib, n, coll) for lib in libs for coll in a.colls}
+    rtts = [rt for v in per.values() for rt, _ in v]
+    if not rtts or min(rtts) >= MODE_RTT_NS or max(rtts) < MODE_RTT_NS:
+        return []
+    sizes = sorted({s for c in a.colls for _, rows in per[("qccl", c)] for s in rows})
+    out = []
+    for name, fast in (("shared cache", True), ("no shared cache", False)):
+        out.append(f"\n**qccl / best peer by mode: {name}** (round trip "
+                   f"{'below' if fast else 'at least'} {MODE_RTT_NS} ns before the run), {n} "
+                   f"ranks: each library's busbw the median of its rounds in this mode; "
+                   f"rounds in brackets, qccl's / the best peer's\n")
+        out.append("| " + " | ".join(["collective"] + [human(s) for s in sizes]) + " |")
+        out.append("|" + "---|" * (len(sizes) + 1))
+        for coll in a.colls:
+            cells = []
+            for s in sizes:
+                vals, count = {}, {}
+                for lib in libs:
+                    got = [busbw(rows.get(s)) for rt, rows in per[(lib, coll)]
+                           if (rt < MODE_RTT_NS) == fast]
+                    got = [x for x in got if x]
+                    vals[lib] = statistics.median(got) if got else None
+                    count[lib] = len(got)
+                b, peer = best_peer(vals)
+                cell = best_cell(vals)
+                if peer is not None and vals.get("qccl"):
+                    cell += f" [{count['qccl']}/{count[peer]}]"
+                cells.append(cell)
+            out.append("| " + " | ".join([coll] + cells) + " |")
+    return out
+
+
 def limit_table(res, bw, a, n):
     """Per collective at the largest size: the bytes each rank must move, the
     time that takes at the run's copy bandwidth, and the achieved times."""
@@ -471,7 +531,7 @@ def limit_table(res, bw, a, n):
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + rows)
 
 
-def markdown(res, bounds, a, meta, latency, bw=None):
+def markdown(res, bounds, a, meta, latency, bw=None, outdir=None):
     out = []
     out.append(f"Run {meta['date']} on {meta['machine']}; commit {meta['commit']}; "
                f"{meta['versions']}. Load average before / after: {meta['load_before']} / "
@@ -505,6 +565,7 @@ def markdown(res, bounds, a, meta, latency, bw=None):
         out.append(f"\n### {n} ranks\n")
         out.append(f"![busbw vs size, {n} ranks](img/perf-compare-{n}ranks.png)\n")
         out += best_table(res, a, n)
+        out += mode_tables(outdir, a, n)
         below = below_notes(res, a, n)
         if below:
             out.append(f"\n**Below the best peer**, {n} ranks: each library's rounds (lowest "
@@ -564,7 +625,7 @@ def markdown(res, bounds, a, meta, latency, bw=None):
     return "\n".join(out) + "\n"
 
 
-def compact(res, bounds, a, latency):
+def compact(res, bounds, a, latency, outdir=None):
     """One table for a terminal: a row per collective and size (main_job.sh)."""
     libs = [lib for lib in LIBS if lib in a.libs]
     out = []
@@ -595,6 +656,7 @@ def compact(res, bounds, a, latency):
             for lib in libs:
                 if ("note", lib, n, coll) in res:
                     out.append(f"{'':16} ({LIB_NAMES[lib]}: {res[('note', lib, n, coll)]})")
+        out += ["# " + x.strip() for x in mode_tables(outdir, a, n) if x.strip()]
         below = below_notes(res, a, n)
         if below:
             out.append("# below the best peer (each library's rounds; qccl / the same peer "
@@ -811,8 +873,10 @@ def main():
                     rtag = tag + (f"-r{rnd}" if a.rounds > 1 else "")
                     jpath = os.path.join(outdir, rtag + ".json")
                     cmd = lib_cmd(lib, tools, coll, n, flags, jpath, a)
+                    # the mode before every run: a table per mode (mode_tables)
+                    htag = tag if rnd == 0 else rtag
+                    handoff(tools, outdir, htag, a.timeout)
                     if rnd == 0:
-                        handoff(tools, outdir, tag, a.timeout)
                         res[("handoff", lib, n, coll)] = load_handoff(outdir, tag)
                     rc, secs = run(cmd, os.path.join(outdir, rtag + ".log"), a.timeout,
                                    lib_env(lib, a))
@@ -927,7 +991,7 @@ def report(a, res, outdir, state):
                                  bus_factor(coll, n)
                                  for s, b in bw.get(min(n, ncpu), {}).items()
                                  if a.minbytes <= s <= a.maxbytes}
-    md = markdown(res, bounds, a, state["meta"], latency, bw)
+    md = markdown(res, bounds, a, state["meta"], latency, bw, outdir)
     if state["failed"]:
         md += "\nRuns that failed: " + ", ".join(state["failed"]) + "\n"
     with open(os.path.join(outdir, "compare.md"), "w") as f:
@@ -936,7 +1000,7 @@ def report(a, res, outdir, state):
     if not a.no_docs:
         update_docs(md, pngs)
     if a.compact:
-        print(compact(res, bounds, a, latency), end="")
+        print(compact(res, bounds, a, latency, outdir), end="")
         if state["failed"]:
             print(f"# FAILED (logs in {outdir}): " + ", ".join(state["failed"]))
     else:
