@@ -249,9 +249,10 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   }
   /* the rings: 1 MiB up to 4 ranks, where a message's lines are rarely
    * still in the reader's cache from the last time round (an exchange of
-   * 64 KiB-4 MiB on 2 ranks, AMD guest, shared-cache mode: 1.4-3.4x the
-   * busbw of 256 KiB rings; 4 ranks 1.2-2x; docs/PERF.md, "Every handoff
-   * follows the mode"); w*w of them, so smaller for more ranks */
+   * 64 KiB-1 MiB on 2 ranks, AMD guest, shared-cache mode: 1.4-3.5x the
+   * busbw of 256 KiB rings; 4 ranks 1.2-1.9x at 1-4 MiB; docs/PERF.md,
+   * "Every handoff follows the mode"); w*w of them, so smaller for more
+   * ranks */
   int64_t chunk, chan;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_P2P_BYTES",
