@@ -171,7 +171,8 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
         "block, staged the rest, or all staged in place), on more once they send %zu in all; "
         "Reduce on 2 ranks in calls of %zu-%zu bytes; Broadcast on 2 ranks: the "
         "whole root buffer in calls of %zu-%zu bytes, above that half of an out-of-place call; "
-        "sends larger than the %zu-byte ring, and %s); qcclMemAlloc buffers are read in place",
+        "sends larger than the pair's %zu-byte ring, and %s); qcclMemAlloc buffers are read in "
+        "place",
         s->rank, agreed > 0 ? "on" : "off", speed_txt, (long long)agreed, s->cma_a2a_min,
         CMA_SCATTER_MAX2_BYTES, CMA_ALLGATHER_MAX_RANKS, CMA_GATHER_SPLIT_MIN2_BYTES,
         CMA_GATHER_PUSH_MIN_MOVED, CMA_REDUCE_MIN2_BYTES, CMA_REDUCE_MAX2_BYTES,

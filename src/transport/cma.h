@@ -262,8 +262,10 @@ static inline int cma_reduce_use(const shm_t* s, int nranks, size_t bytes) {
 }
 
 /* Sends and receives through the segment (shm_p2p.c): a message single copy
- * when it does not fit in the pair's ring with its header, or in 256 KiB
- * where the ring is larger (and from CMA's threshold), with no upper limit. A message that fits is
+ * when it does not fit in the pair's ring with its header (and from CMA's
+ * threshold), with no upper limit; so whether a send is eager depends on
+ * the ring only, not on whether single copy is on (measured below with
+ * 256 KiB rings; 1 MiB up to 4 ranks since 2026-12-06, shm.c). A message that fits is
  * sent eagerly, as before single copy: its send may complete before the receive is posted, and
  * programs that send first on both sides keep working (MPI calls them unsafe, but they ran); a
  * larger one waited for its receiver already. On 2 ranks (2 cores) 64 KiB-16 MiB messages took
@@ -271,10 +273,8 @@ static inline int cma_reduce_use(const shm_t* s, int nranks, size_t bytes) {
  * reader that is not running, where the ring let it go on), 256 KiB-64 MiB
  * 0.60-0.97x (16 MiB once 1.26x, then 0.89x in 5 rounds) (docs/PERF.md,
  * "Single copy for rooted calls and sends") */
-#define CMA_P2P_RING_MAX ((size_t)256 << 10) /* the ring size that was measured with */
 static inline int cma_p2p_use(const shm_t* s, size_t bytes, size_t header) {
-  size_t ring = s->chan_bytes < CMA_P2P_RING_MAX ? s->chan_bytes : CMA_P2P_RING_MAX;
-  return cma_use(s, bytes) && bytes + header > ring;
+  return cma_use(s, bytes) && bytes + header > s->chan_bytes;
 }
 
 /* For a rank's buffer buf that is not in qcclMemAlloc memory, with blocks

@@ -24,9 +24,10 @@
  *             the buffer (the single-copy rendezvous is read from it);
  *   eager     outside a group, every rank sends 128 KiB to rank + 1 and
  *             only then receives from rank - 1: a message that fits in the
- *             pair's ring (256 KiB) completes before its receive is posted,
- *             so this send-first ring runs (it deadlocked with every send
- *             single copy); one host only (LOCAL_WORLD_SIZE = W);
+ *             pair's ring (1 MiB up to 4 ranks, 256 KiB up to 16)
+ *             completes before its receive is posted, so this send-first
+ *             ring runs (it deadlocked with every send single copy); one
+ *             host only (LOCAL_WORLD_SIZE = W);
  *   takeback  rank 0 sends three 160 KiB messages to rank 1, each in a
  *             group with a receive from rank 2 (which sends at once),
  *             refilling its buffer for the next as soon as a group
@@ -314,8 +315,10 @@ static void case_reuse(mr_t* t) {
   const int W = t->nranks, me = t->rank;
   const qcclDataType_t dt = qcclUint32;
   const size_t n = MIB / 4 + 3;
-  /* the first message fills the 256 KiB ring with its 24-byte header, so
-   * the next (single copy) finds no room for its header at first */
+  /* with a 256 KiB ring (the runs mr_sendrecv_ring256k_*; the default is
+   * 1 MiB up to 4 ranks) the first message fills it with its 24-byte
+   * header, so the next (single copy) finds no room for its header at
+   * first */
   const size_t fill_n = (256 * 1024 - 24) / 4;
   if (me == 0) {
     sbuf_t s;
@@ -451,7 +454,7 @@ static void case_eager(mr_t* t) {
   mr_case_end(&c);
 }
 
-#define FLEX_N ((size_t)40 * 1024) /* 160 KiB of f32: fits the 256 KiB ring */
+#define FLEX_N ((size_t)40 * 1024) /* 160 KiB of f32: fits a ring of 256 KiB or more */
 
 static void case_takeback(mr_t* t) {
   mr_case_t c;
