@@ -40,6 +40,14 @@
 #include "core/memcopy.h"
 #include "transport/cma.h"
 
+/* The root's staging copies of calls (all blocks) of this many bytes
+ * stream in either mode, as Broadcast's (broadcast.c): on the AMD guest
+ * with a shared cache, 2 ranks, 64 and 256 KiB ran 10.4-14.5 GB/s so
+ * against 4.2-9.3 in 3 of 4 runs (docs/PERF.md, "Every handoff follows
+ * the mode"); from COPY_STREAM_MIN_TOTAL they stream too (below) */
+#define SCATTER_NT_MIN_BYTES ((size_t)64 << 10)
+#define SCATTER_NT_MAX_BYTES ((size_t)256 << 10)
+
 typedef struct {
   plan_t p;
   size_t bytes, piece;
@@ -121,7 +129,9 @@ static qcclResult_t scatter_progress(plan_t* p) {
          * the cores share a cache and 0.87-0.99x where they do not, while
          * the other collectives gained (docs/PERF.md, "Every handoff
          * follows the mode") */
-        int large = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
+        size_t all = bytes * (size_t)w;
+        int large = all >= COPY_STREAM_MIN_TOTAL ||
+                    (all >= SCATTER_NT_MIN_BYTES && all <= SCATTER_NT_MAX_BYTES);
         for (int j = 0; j < w && staged; j++) {
           if (j == root) continue;
           char* dst = slot + (size_t)j * m;
