@@ -451,9 +451,10 @@ def round_modes(outdir, a, lib, n, coll):
     for the rounds that have both."""
     tag = f"{lib}-{coll}-{n}"
     got = []
-    for rnd in range(getattr(a, "rounds", 1)):
+    rounds = getattr(a, "rounds", 1)
+    for rnd in range(rounds):
         ho = load_handoff(outdir, tag if rnd == 0 else f"{tag}-r{rnd}")
-        rows = load_rows(os.path.join(outdir, f"{tag}-r{rnd}.json" if a.rounds > 1 else
+        rows = load_rows(os.path.join(outdir, f"{tag}-r{rnd}.json" if rounds > 1 else
                                       f"{tag}.json"))
         if ho is not None and rows:
             got.append((ho[0], rows))
@@ -492,7 +493,7 @@ def mode_tables(outdir, a, n):
                     got = [x for x in got if x]
                     vals[lib] = statistics.median(got) if got else None
                     count[lib] = len(got)
-                b, peer = best_peer(vals)
+                _, peer = best_peer(vals)
                 cell = best_cell(vals)
                 if peer is not None and vals.get("qccl"):
                     cell += f" [{count['qccl']}/{count[peer]}]"

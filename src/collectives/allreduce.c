@@ -122,7 +122,8 @@ static qcclResult_t ar_reduce_part(ar_plan_t* t, size_t m, size_t lo, size_t hi)
      * that suit the two cores (shm_handoff_copy): the result area's lines
      * sit in the cache of the peer that read the last chunk there */
     reduce_kernel(out + (off + lo) * es, srcs, w, hi - lo, a->datatype, a->op, w);
-    shm_handoff_copy(s, res, out + (off + lo) * es, (hi - lo) * es, a->count * es);
+    if (!t->out_pub) /* else the peers read recvbuff itself */
+      shm_handoff_copy(s, res, out + (off + lo) * es, (hi - lo) * es, a->count * es);
   }
   return qcclSuccess;
 }

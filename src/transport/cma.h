@@ -265,12 +265,14 @@ static inline int cma_reduce_use(const shm_t* s, int nranks, size_t bytes) {
  * when it does not fit in the pair's ring with its header (and from CMA's
  * threshold), with no upper limit; so whether a send is eager depends on
  * the ring only, not on whether single copy is on (measured below with
- * 256 KiB rings; 1 MiB up to 4 ranks since 2026-12-06, shm.c). A message that fits is
- * sent eagerly, as before single copy: its send may complete before the receive is posted, and
- * programs that send first on both sides keep working (MPI calls them unsafe, but they ran); a
- * larger one waited for its receiver already. On 2 ranks (2 cores) 64 KiB-16 MiB messages took
- * 0.52-0.80x the staged time and 64 MiB 1.02x; on 4 ranks 64 KiB took 1.33x (the sender waits for a
- * reader that is not running, where the ring let it go on), 256 KiB-64 MiB
+ * 256 KiB rings; 1 MiB up to 4 ranks since 2026-12-06, shm.c). A message
+ * that fits is sent eagerly, as before single copy: its send may complete
+ * before the receive is posted, and programs that send first on both
+ * sides keep working (MPI calls them unsafe, but they ran); a larger one
+ * waited for its receiver already. On 2 ranks (2 cores) 64 KiB-16 MiB
+ * messages took 0.52-0.80x the staged time and 64 MiB 1.02x; on 4 ranks
+ * 64 KiB took 1.33x (the sender waits for a reader that is not running,
+ * where the ring let it go on), 256 KiB-64 MiB
  * 0.60-0.97x (16 MiB once 1.26x, then 0.89x in 5 rounds) (docs/PERF.md,
  * "Single copy for rooted calls and sends") */
 static inline int cma_p2p_use(const shm_t* s, size_t bytes, size_t header) {
