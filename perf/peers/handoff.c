@@ -5,7 +5,7 @@
  * cores that do or do not share a cache (docs/PERF.md, "Two modes of one
  * machine").
  *
- *   qccl-handoff [-a CPU] [-b CPU] [-s SIZE] [-n ROUNDS] [-J FILE]
+ *   qccl-handoff [-a CPU] [-b CPU] [-s SIZE] [-n ROUNDS] [-x PLACES] [-J FILE]
  *
  * Two threads, pinned to CPUs a and b (default 0 and 1). Round trip: they
  * bounce a counter in one cache line 20000 times, five times; the median
@@ -13,6 +13,15 @@
  * a fills a SIZE buffer (default 512 KiB: one chunk's worth, in cache) and
  * raises a flag, and thread b copies it into a buffer of its own; the
  * median copy time gives the handoff rate in GB/s (bytes read per second).
+ *
+ * Exchange (-x PLACES): what a staged collective's handoff costs with the
+ * places it writes in. Each thread has a ring of places SIZE bytes apart
+ * (4 KiB-aligned); at every step both write their SIZE bytes into their
+ * next place, raise a flag, copy the peer's place into a buffer of their
+ * own and raise it again, in lockstep: a 2-rank AllGather's chunk. Run for
+ * rings of 1, 2, 4, ... PLACES places; the median step in us. A place
+ * rewritten while the peer's cache still holds its lines costs the writer
+ * a take-back per line (shm.h, shm_rot; docs/PERF.md, "Wide places").
  * Exits 77 with fewer than two CPUs or when pinning fails.
  */
 #ifndef _GNU_SOURCE
@@ -31,6 +40,7 @@
 
 #define HO_TRIPS 20000
 #define HO_BATCHES 5
+#define HO_EX_STEPS 4000 /* steps of an exchange, at least 4 turns of the ring */
 
 typedef struct {
   int cpu_a, cpu_b, rounds;
@@ -75,12 +85,88 @@ static void* ho_thread_b(void* arg) {
   return NULL;
 }
 
+/* One exchange: two threads, a ring of places each. */
+typedef struct {
+  int cpu[2], places, steps;
+  size_t size, place;
+  char* ring[2];
+  _Alignas(64) _Atomic uint64_t cnt0;
+  _Alignas(64) _Atomic uint64_t cnt1;
+  double* step_s; /* [steps], thread 0 */
+  _Atomic int pin_failed;
+  _Atomic int wrong; /* a step read other bytes than the peer wrote */
+} exchange_t;
+
+typedef struct {
+  exchange_t* x;
+  int k;
+} exchange_arg_t;
+
+static void* ho_exchange_thread(void* arg) {
+  exchange_t* x = ((exchange_arg_t*)arg)->x;
+  int k = ((exchange_arg_t*)arg)->k;
+  _Atomic uint64_t* mine = k ? &x->cnt1 : &x->cnt0;
+  _Atomic uint64_t* peer = k ? &x->cnt0 : &x->cnt1;
+  if (ho_pin(x->cpu[k]) != 0) x->pin_failed = 1;
+  char* src = aligned_alloc(4096, x->place);
+  char* dst = aligned_alloc(4096, x->place);
+  if (src == NULL || dst == NULL) abort();
+  memset(src, k + 1, x->size);
+  memset(dst, 0, x->size);
+  for (int i = 0; i < x->steps && !x->pin_failed; i++) {
+    double t0 = probe_now();
+    size_t at = (size_t)(i % x->places) * x->place;
+    while (atomic_load_explicit(peer, memory_order_acquire) < 2 * (uint64_t)i) {
+      if (x->pin_failed) break;
+    }
+    memcpy(x->ring[k] + at, src, x->size);
+    atomic_store_explicit(mine, 2 * (uint64_t)i + 1, memory_order_release);
+    while (atomic_load_explicit(peer, memory_order_acquire) < 2 * (uint64_t)i + 1) {
+      if (x->pin_failed) break;
+    }
+    memcpy(dst, x->ring[1 - k] + at, x->size);
+    if (dst[0] != (char)(2 - k) || dst[x->size - 1] != (char)(2 - k)) x->wrong = 1;
+    atomic_store_explicit(mine, 2 * (uint64_t)i + 2, memory_order_release);
+    if (k == 0) x->step_s[i] = probe_now() - t0;
+  }
+  free(src);
+  free(dst);
+  return NULL;
+}
+
+/* The median step in seconds of an exchange over rings of places places
+ * (-1: pinning failed). */
+static double ho_exchange(const handoff_t* h, int places) {
+  exchange_t x = {.cpu = {h->cpu_a, h->cpu_b}, .places = places, .size = h->size};
+  x.place = (h->size + 4095) / 4096 * 4096;
+  x.steps = HO_EX_STEPS > 4 * places ? HO_EX_STEPS : 4 * places;
+  x.ring[0] = aligned_alloc(4096, x.place * (size_t)places);
+  x.ring[1] = aligned_alloc(4096, x.place * (size_t)places);
+  x.step_s = calloc((size_t)x.steps, sizeof(double));
+  if (x.ring[0] == NULL || x.ring[1] == NULL || x.step_s == NULL) abort();
+  memset(x.ring[0], 0, x.place * (size_t)places);
+  memset(x.ring[1], 0, x.place * (size_t)places);
+  exchange_arg_t args[2] = {{&x, 0}, {&x, 1}};
+  pthread_t t[2];
+  for (int k = 0; k < 2; k++)
+    if (pthread_create(&t[k], NULL, ho_exchange_thread, &args[k]) != 0) abort();
+  for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+  /* the first two turns of the ring warm it */
+  int from = 2 * places < x.steps / 2 ? 2 * places : x.steps / 2;
+  qsort(x.step_s + from, (size_t)(x.steps - from), sizeof(double), probe_cmp_double);
+  double med = x.pin_failed ? -1 : x.wrong ? -2 : x.step_s[from + (x.steps - from) / 2];
+  free(x.ring[0]);
+  free(x.ring[1]);
+  free(x.step_s);
+  return med;
+}
+
 int main(int argc, char** argv) {
   static handoff_t h;
   h.cpu_a = 0, h.cpu_b = 1, h.rounds = 64, h.size = 512 << 10;
   const char* json = NULL;
-  int opt;
-  while ((opt = getopt(argc, argv, "a:b:s:n:J:h")) != -1) {
+  int opt, places = 0;
+  while ((opt = getopt(argc, argv, "a:b:s:n:x:J:h")) != -1) {
     switch (opt) {
       case 'a':
         h.cpu_a = atoi(optarg);
@@ -94,16 +180,24 @@ int main(int argc, char** argv) {
       case 'n':
         h.rounds = atoi(optarg);
         break;
+      case 'x':
+        places = atoi(optarg);
+        break;
       case 'J':
         json = optarg;
         break;
       default:
-        fprintf(stderr, "usage: %s [-a CPU] [-b CPU] [-s BYTES] [-n ROUNDS] [-J FILE]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s [-a CPU] [-b CPU] [-s BYTES] [-n ROUNDS] [-x PLACES] [-J FILE]\n",
+                argv[0]);
         return 2;
     }
   }
-  if (h.rounds < 1 || h.size < 64 || h.cpu_a < 0 || h.cpu_b < 0 || h.cpu_a == h.cpu_b) {
-    fprintf(stderr, "qccl-handoff: need ROUNDS >= 1, BYTES >= 64 and two different CPUs\n");
+  if (h.rounds < 1 || h.size < 64 || h.cpu_a < 0 || h.cpu_b < 0 || h.cpu_a == h.cpu_b ||
+      places < 0 || places > 4096) {
+    fprintf(stderr,
+            "qccl-handoff: need ROUNDS >= 1, BYTES >= 64, PLACES 0-4096 and two different "
+            "CPUs\n");
     return 2;
   }
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
@@ -153,6 +247,19 @@ int main(int argc, char** argv) {
   printf("# qccl-handoff: CPUs %d -> %d, %zu bytes, median of %d rounds\n", h.cpu_a, h.cpu_b,
          h.size, h.rounds);
   printf("round trip %.0f ns, handoff %.2f GB/s\n", rtt_ns, gbps);
+  for (int p = 1; places > 0 && p <= places; p *= 2) {
+    double st = ho_exchange(&h, p);
+    if (st == -2) {
+      fprintf(stderr, "qccl-handoff: an exchange read bytes the peer did not write\n");
+      return 1;
+    }
+    if (st < 0) {
+      printf("qccl-handoff: cannot pin threads to CPUs %d and %d (skipped)\n", h.cpu_a, h.cpu_b);
+      return 77;
+    }
+    printf("exchange of %zu bytes over %d places (%zu KiB a ring): %.2f us a step\n", h.size, p,
+           (h.size + 4095) / 4096 * 4 * (size_t)p, st * 1e6);
+  }
   if (json) {
     FILE* f = fopen(json, "w");
     if (f == NULL) {

@@ -1,16 +1,16 @@
 /*
  * comm_warm.c - a new segment's first turn of small calls, run at init.
  *
- * Small calls stage in places that move through the first SHM_ROT_SPAN
- * bytes of each slot (shm_rot, shm.h), and a place is slow the first time
- * a call exchanges it, even after init has mapped it (shm_populate) and
- * read it into the cache (shm_warm). On the 2-vCPU Xeon guest a fresh
- * 2-rank AllReduce of 8 KiB took 2.2-2.6 us on lane 0 over its first 32
- * calls and 1.8 after: lane 1, made by the second call (12-62 ms: a
- * segment mapped and populated, its probe), had pushed lane 0's places
- * out again, and reading them once more did not bring the speed back; a
- * real exchange of each place did (docs/PERF.md, "A segment's first
- * turn").
+ * Small calls stage in places that move through the first span of each
+ * slot (shm_rot, shm.h: 512 KiB for 4 KiB calls on 2 ranks, 128
+ * places), and a place is slow the first time a call exchanges it, even
+ * after init has mapped it (shm_populate) and read it into the cache
+ * (shm_warm). On the 2-vCPU Xeon guest a fresh 2-rank AllReduce of 8 KiB
+ * took 2.2-2.6 us on lane 0 over its first 32 calls and 1.8 after: lane
+ * 1, made by the second call (12-62 ms: a segment mapped and populated,
+ * its probe), had pushed lane 0's places out again, and reading them
+ * once more did not bring the speed back; a real exchange of each place
+ * did (docs/PERF.md, "A segment's first turn").
  *
  * So every segment a single-host communicator, split or lane makes runs
  * one turn itself: two AllReduces of 4 KiB per place (one per half of the
@@ -46,7 +46,7 @@
 /* The places: two AllReduces of WARM_BYTES per place. */
 static qcclResult_t warm_slots(qcclComm_t c, float* buf) {
   shm_t* s = c->shm;
-  size_t span = s->chunk_bytes < SHM_ROT_SPAN ? s->chunk_bytes : SHM_ROT_SPAN;
+  size_t span = shm_rot_span(s, WARM_BYTES);
   int calls = 2 * (int)(span / WARM_BYTES);
   coll_args_t a = {COLL_ALLREDUCE,
                    buf,

@@ -133,6 +133,8 @@ typedef struct shm {
   size_t bytes;
   int rank, nranks;
   size_t chunk_bytes;    /* bytes of one slot */
+  size_t rot_span;       /* the widest span of small calls' places (shm_rot) */
+  size_t rot_places;     /* and the most places in it */
   size_t chan_bytes;     /* ring bytes of one p2p channel (a power of two) */
   uint64_t chunk_seq;    /* next chunk number g */
   double timeout;        /* seconds without progress before qcclTimeout */
@@ -415,22 +417,42 @@ static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
 }
 
 /* Where in its slot (and result area) chunk g of a call stages the used
- * bytes, when they are small: successive calls take successive 4 KiB-
- * aligned places within the first SHM_ROT_SPAN bytes, so a rank rewrites
- * the lines a peer has just read only every span / used-th call. Writing
- * the very lines the peer read two calls ago made a 2-rank AllReduce of
- * 8 KiB take 2.7 us, places in turn 2.1 (16 KiB: 4.7 and 3.5 us;
- * ReduceScatter of 16 KiB 2.6 and 2.1 us). The gain comes once the places
- * span 32-64 KiB; larger spans only add cold lines to the first calls and
- * took nothing off calls of more than 32 KiB, which take one place
- * (docs/PERF.md, "Small calls: where in the slot"). shm_populate brings
- * the span into the owner's cache at init.
- * Every rank computes the same place from g and used. */
+ * bytes, when they are small: successive calls take successive places, a
+ * step apart (the bytes used, rounded up to 4 KiB), within the slot's
+ * first span bytes, so a rank rewrites the lines a peer has just read
+ * only every span / step-th call. Writing the very lines the peer read
+ * two calls ago made a 2-rank AllReduce of 8 KiB take 2.7 us, places in
+ * turn within 64 KiB 2.1 on the Xeon guest ("Small calls: where in the
+ * slot"). A store to a line still in the reader's cache must first take
+ * it back from there; a line the reader has since pushed out of its L2
+ * comes from the shared cache, several times faster. So the span is
+ * wide (rot_span, set at shm_open_segment): 1 MiB over the peers a
+ * rank reads (1 MiB on 2 ranks, 256 KiB on 5), so that with both slots
+ * and both lanes a reader reads more than its L2 (2 MiB on the AMD
+ * guest) between two rewrites of one place; but at most rot_places
+ * places (128 where the ranks fit the cores: 256 places of 4 KiB made a
+ * 2-rank AllGather of 4 KiB take 0.79 us against 0.48, cause not
+ * measured; 16 where they share them: 4 ranks on 2 cores lost 10-15 %
+ * at 4 KiB with 85), at least SHM_ROT_SPAN, at most the slot. Only for
+ * steps up to SHM_ROT_STEP_MAX: steps of 256-512 KiB in places of a
+ * wide span ran 6-11 % slower (AllGather of 1 MiB, 36.0 -> 39.9 us), and
+ * keep the 64 KiB span (one place). On the AMD guest, 2 ranks, shared
+ * cache, calls of 64 KiB took 0.42-0.50 of the time they took within a
+ * 64 KiB span (AllGather 5.35 -> 2.67 us, AllReduce 9.77 -> 4.22;
+ * docs/PERF.md, "Wide places"). shm_warm brings the 4 KiB span into the
+ * owner's cache at init. Every rank computes the same place from g and
+ * used. */
 #define SHM_ROT_SPAN ((size_t)64 << 10)
+#define SHM_ROT_STEP_MAX ((size_t)128 << 10)
+static inline size_t shm_rot_span(const shm_t* s, size_t step) {
+  if (step > SHM_ROT_STEP_MAX) return SHM_ROT_SPAN < s->rot_span ? SHM_ROT_SPAN : s->rot_span;
+  size_t span = step * s->rot_places;
+  span = span < SHM_ROT_SPAN ? SHM_ROT_SPAN : span;
+  return span < s->rot_span ? span : s->rot_span;
+}
 static inline size_t shm_rot(const shm_t* s, uint64_t g, size_t used) {
   size_t step = (used + 4095) & ~(size_t)4095;
-  size_t span = s->chunk_bytes < SHM_ROT_SPAN ? s->chunk_bytes : SHM_ROT_SPAN;
-  size_t k = step == 0 ? 0 : span / step;
+  size_t k = step == 0 ? 0 : shm_rot_span(s, step) / step;
   return k > 1 ? (size_t)((g >> 1) % k) * step : 0;
 }
 
