@@ -432,13 +432,14 @@ static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
  * guest) between two rewrites of one place; but at most rot_places
  * places (128 where the ranks fit the cores: 256 places of 4 KiB made a
  * 2-rank AllGather of 4 KiB take 0.79 us against 0.48, cause not
- * measured; 16 where they share them: 4 ranks on 2 cores lost 10-15 %
+ * measured; 16 where they share them: 4 ranks on 2 cores lost 8-16 %
  * at 4 KiB with 85), at least SHM_ROT_SPAN, at most the slot. Only for
  * steps up to SHM_ROT_STEP_MAX: steps of 256-512 KiB in places of a
  * wide span ran 6-11 % slower (AllGather of 1 MiB, 36.0 -> 39.9 us), and
  * keep the 64 KiB span (one place). On the AMD guest, 2 ranks, shared
- * cache, calls of 64 KiB took 0.42-0.50 of the time they took within a
- * 64 KiB span (AllGather 5.35 -> 2.67 us, AllReduce 9.77 -> 4.22;
+ * cache, AllGather, AlltoAll, AllReduce, Gather, Reduce and ReduceScatter
+ * calls of 64 KiB took 0.33-0.52 of the time they took within a 64 KiB
+ * span (AllGather 5.35 -> 2.78 us, AllReduce 9.84 -> 4.30;
  * docs/PERF.md, "Wide places"). shm_warm brings the 4 KiB span into the
  * owner's cache at init. Every rank computes the same place from g and
  * used. */

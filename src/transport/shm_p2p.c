@@ -26,11 +26,12 @@
  * header against its own size, so a mismatch is an error, not corruption,
  * and the receiver says so in the pair's control line (refused), so a
  * sender blocked on a full ring fails at once too. Each byte crosses
- * memory twice (copy in, copy out). The ring is 1 MiB up to 4 ranks
- * (shm.c): a ring the writer comes round to again before the reader's
- * cache has let its lines go pays for taking every line back from there
- * (a 2-rank exchange of 256 KiB: 6.1-7.1 GB/s with 256 KiB rings,
- * 13.9-17 with 1 MiB, AMD guest).
+ * memory twice (copy in, copy out). The ring is 2 MiB on 2 ranks and 1
+ * MiB up to 4 (shm.c): a ring the writer comes round to again before the
+ * reader's cache has let its lines go pays for taking every line back
+ * from there (a 2-rank exchange of 256 KiB: 6.1-7.1 GB/s with 256 KiB
+ * rings, 13.9-17 with 1 MiB, AMD guest; of 64 KiB: 5.7 us with 1 MiB,
+ * 3.8 with 2 MiB).
  *
  * Single copy (cma.h): a message too large for the ring, or an exchange's
  * (a send whose call also receives from that peer) on a host whose ranks
