@@ -255,17 +255,14 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
    * still in the reader's cache from the last time round (an exchange of
    * 64 KiB-1 MiB on 2 ranks, AMD guest, shared-cache mode: 1.4-3.5x the
    * busbw of 256 KiB rings; 4 ranks 1.2-1.9x at 1-4 MiB; docs/PERF.md,
-   * "Every handoff follows the mode"), and 2 MiB on 2 ranks, more than
-   * the reader's L2 (16-64 KiB exchanges 0.67-0.72 of the time with 1
-   * MiB, 256 KiB-1 MiB 0.88-0.92; "Wide places"); w*w of them, so smaller
-   * for more ranks */
+   * "Every handoff follows the mode"); w*w of them, so smaller for more
+   * ranks */
   int64_t chunk, chan;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_CHUNK_BYTES", 1 << 20, 4096, 1 << 30, &chunk), r, fail);
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_P2P_BYTES",
                                w > 16  ? 1 << 16
                                : w > 4 ? 1 << 18
-                               : w > 2 ? 1 << 20
-                                       : 1 << 21,
+                                       : 1 << 20,
                                4096, 1 << 30, &chan),
                   r, fail);
   if (chan & (chan - 1)) {

@@ -26,12 +26,13 @@
  * header against its own size, so a mismatch is an error, not corruption,
  * and the receiver says so in the pair's control line (refused), so a
  * sender blocked on a full ring fails at once too. Each byte crosses
- * memory twice (copy in, copy out). The ring is 2 MiB on 2 ranks and 1
- * MiB up to 4 (shm.c): a ring the writer comes round to again before the
- * reader's cache has let its lines go pays for taking every line back
- * from there (a 2-rank exchange of 256 KiB: 6.1-7.1 GB/s with 256 KiB
- * rings, 13.9-17 with 1 MiB, AMD guest; of 64 KiB: 5.7 us with 1 MiB,
- * 3.8 with 2 MiB).
+ * memory twice (copy in, copy out). The ring is 1 MiB up to 4 ranks
+ * (shm.c): a ring the writer comes round to again before the reader's
+ * cache has let its lines go pays for taking every line back from there
+ * (a 2-rank exchange of 256 KiB: 6.1-7.1 GB/s with 256 KiB rings,
+ * 13.9-17 with 1 MiB, AMD guest). 2 MiB on 2 ranks took 64 KiB from 5.7
+ * to 3.8 us but 4-16 MiB messages 8-17 % longer, and was not kept
+ * (docs/PERF.md, "Wide places").
  *
  * Single copy (cma.h): a message too large for the ring, or an exchange's
  * (a send whose call also receives from that peer) on a host whose ranks

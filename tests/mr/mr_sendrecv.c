@@ -24,8 +24,8 @@
  *             the buffer (the single-copy rendezvous is read from it);
  *   eager     outside a group, every rank sends 128 KiB to rank + 1 and
  *             only then receives from rank - 1: a message that fits in the
- *             pair's ring (2 MiB on 2 ranks, 1 MiB up to 4, 256 KiB
- *             up to 16) completes before its receive is posted, so this send-first
+ *             pair's ring (1 MiB up to 4 ranks, 256 KiB up to 16)
+ *             completes before its receive is posted, so this send-first
  *             ring runs (it deadlocked with every send single copy); one
  *             host only (LOCAL_WORLD_SIZE = W);
  *   takeback  rank 0 sends three 160 KiB messages to rank 1, each in a
