@@ -119,11 +119,13 @@ static void* ho_exchange_thread(void* arg) {
     while (atomic_load_explicit(peer, memory_order_acquire) < 2 * (uint64_t)i) {
       if (x->pin_failed) break;
     }
+    if (x->pin_failed) break; /* the peer is gone: no more lockstep */
     memcpy(x->ring[k] + at, src, x->size);
     atomic_store_explicit(mine, 2 * (uint64_t)i + 1, memory_order_release);
     while (atomic_load_explicit(peer, memory_order_acquire) < 2 * (uint64_t)i + 1) {
       if (x->pin_failed) break;
     }
+    if (x->pin_failed) break;
     memcpy(dst, x->ring[1 - k] + at, x->size);
     if (dst[0] != (char)(2 - k) || dst[x->size - 1] != (char)(2 - k)) x->wrong = 1;
     atomic_store_explicit(mine, 2 * (uint64_t)i + 2, memory_order_release);
@@ -166,6 +168,7 @@ int main(int argc, char** argv) {
   h.cpu_a = 0, h.cpu_b = 1, h.rounds = 64, h.size = 512 << 10;
   const char* json = NULL;
   int opt, places = 0;
+  char* end;
   while ((opt = getopt(argc, argv, "a:b:s:n:x:J:h")) != -1) {
     switch (opt) {
       case 'a':
@@ -181,7 +184,8 @@ int main(int argc, char** argv) {
         h.rounds = atoi(optarg);
         break;
       case 'x':
-        places = atoi(optarg);
+        places = (int)strtol(optarg, &end, 10);
+        if (*optarg == '\0' || *end != '\0') places = -1; /* refused below */
         break;
       case 'J':
         json = optarg;
@@ -193,11 +197,12 @@ int main(int argc, char** argv) {
         return 2;
     }
   }
+  /* the largest ring of the exchange: PLACES places of SIZE, at most 1 GiB */
   if (h.rounds < 1 || h.size < 64 || h.cpu_a < 0 || h.cpu_b < 0 || h.cpu_a == h.cpu_b ||
-      places < 0 || places > 4096) {
+      places < 0 || places > 4096 || (double)h.size * places > (double)(1 << 30)) {
     fprintf(stderr,
-            "qccl-handoff: need ROUNDS >= 1, BYTES >= 64, PLACES 0-4096 and two different "
-            "CPUs\n");
+            "qccl-handoff: need ROUNDS >= 1, BYTES >= 64, PLACES 0-4096 (a number; PLACES * "
+            "BYTES at most 1 GiB) and two different CPUs\n");
     return 2;
   }
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
