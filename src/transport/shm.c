@@ -31,12 +31,9 @@
 
 #define SHM_NAME_BYTES 64
 #define SHM_HEADER_BYTES 4096
-#define SHM_MAGIC 0x4d485351u          /* "QSHM" */
-#define SHM_MOVE_EVERY 0.001           /* seconds between moves off a shared CPU (shm_move_off) */
-#define SHM_BALANCE_EVERY 64           /* waits between looks at the ranks' spread (shm_balance) */
-#define SHM_ROT_WIDE ((size_t)1 << 20) /* small calls' places over the peers (shm_rot) */
-#define SHM_ROT_PLACES 128             /* the most places, ranks fitting the cores */
-#define SHM_ROT_PLACES_SHARED 16       /* and ranks sharing them */
+#define SHM_MAGIC 0x4d485351u /* "QSHM" */
+#define SHM_MOVE_EVERY 0.001  /* seconds between moves off a shared CPU (shm_move_off) */
+#define SHM_BALANCE_EVERY 64  /* waits between looks at the ranks' spread (shm_balance) */
 
 typedef struct {
   uint32_t magic;
@@ -229,7 +226,7 @@ static qcclResult_t shm_attach_named(shm_t* s, bootstrap_t* boot, char* names) {
  * CMA probe, whose reads would push them out again. The places of 4 KiB
  * calls, the smallest step. */
 static void shm_warm(shm_t* s) {
-  size_t span = shm_rot_span(s, 4096);
+  size_t span = shm_rot_span(s, SHM_ROT_STEP);
   for (uint64_t g = 0; g < 2; g++)
     for (size_t o = 0; o < span; o += SHM_LINE) {
       (void)*(volatile char*)(shm_slot(s, s->rank, g) + o);
@@ -290,11 +287,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   QCCL_CHECK_GOTO(env_get_int("QCCL_SPIN_US", 10, 0, 1000000, &spin_us), r, fail);
   s->spin = w > ncores ? 0 : (uint32_t)spin_us;
   s->ncores = ncores > 0 ? ncores : 1;
-  /* small calls' places (shm_rot): 1 MiB over the peers, within the slot */
-  s->rot_span = SHM_ROT_WIDE / (size_t)(w > 1 ? w - 1 : 1);
-  s->rot_span = s->rot_span < SHM_ROT_SPAN ? SHM_ROT_SPAN : s->rot_span;
-  s->rot_span = s->rot_span < s->chunk_bytes ? s->rot_span : s->chunk_bytes;
-  s->rot_places = shm_roomy(s) ? SHM_ROT_PLACES : SHM_ROT_PLACES_SHARED;
+  shm_rot_init(s); /* small calls' places (shm_rot) */
   /* unset, no call size forces streaming stores: each writer times its
    * ordinary copies and streams while they run slow (shm_handoff.c) */
   int64_t nt;

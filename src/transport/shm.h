@@ -441,10 +441,22 @@ static inline char* shm_slot(shm_t* s, int rank, uint64_t g) {
  * calls of 64 KiB took 0.33-0.52 of the time they took within a 64 KiB
  * span (AllGather 5.35 -> 2.78 us, AllReduce 9.84 -> 4.30;
  * docs/PERF.md, "Wide places"). shm_warm brings the 4 KiB span into the
- * owner's cache at init. Every rank computes the same place from g and
- * used. */
+ * owner's cache at init; tests/unit/unit_rot.c checks the places.
+ * Every rank computes the same place from g and used. */
 #define SHM_ROT_SPAN ((size_t)64 << 10)
+#define SHM_ROT_STEP ((size_t)4 << 10) /* places are multiples of it */
 #define SHM_ROT_STEP_MAX ((size_t)128 << 10)
+#define SHM_ROT_WIDE ((size_t)1 << 20) /* the span over all the peers */
+#define SHM_ROT_PLACES 128             /* the most places, ranks fitting the cores */
+#define SHM_ROT_PLACES_SHARED 16       /* and ranks sharing them */
+/* rot_span and rot_places from nranks, ncores and chunk_bytes (set) */
+static inline void shm_rot_init(shm_t* s) {
+  int w = s->nranks;
+  s->rot_span = SHM_ROT_WIDE / (size_t)(w > 1 ? w - 1 : 1);
+  s->rot_span = s->rot_span < SHM_ROT_SPAN ? SHM_ROT_SPAN : s->rot_span;
+  s->rot_span = s->rot_span < s->chunk_bytes ? s->rot_span : s->chunk_bytes;
+  s->rot_places = shm_roomy(s) ? SHM_ROT_PLACES : SHM_ROT_PLACES_SHARED;
+}
 static inline size_t shm_rot_span(const shm_t* s, size_t step) {
   if (step > SHM_ROT_STEP_MAX) return SHM_ROT_SPAN < s->rot_span ? SHM_ROT_SPAN : s->rot_span;
   size_t span = step * s->rot_places;
@@ -452,7 +464,7 @@ static inline size_t shm_rot_span(const shm_t* s, size_t step) {
   return span < s->rot_span ? span : s->rot_span;
 }
 static inline size_t shm_rot(const shm_t* s, uint64_t g, size_t used) {
-  size_t step = (used + 4095) & ~(size_t)4095;
+  size_t step = (used + SHM_ROT_STEP - 1) & ~(SHM_ROT_STEP - 1);
   size_t k = step == 0 ? 0 : shm_rot_span(s, step) / step;
   return k > 1 ? (size_t)((g >> 1) % k) * step : 0;
 }
