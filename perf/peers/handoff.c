@@ -120,6 +120,8 @@ static void* ho_exchange_thread(void* arg) {
       if (x->pin_failed) break;
     }
     if (x->pin_failed) break; /* the peer is gone: no more lockstep */
+    /* the step's own first and last bytes, so a stale place shows */
+    src[0] = src[x->size - 1] = (char)(i * 2 + k);
     memcpy(x->ring[k] + at, src, x->size);
     atomic_store_explicit(mine, 2 * (uint64_t)i + 1, memory_order_release);
     while (atomic_load_explicit(peer, memory_order_acquire) < 2 * (uint64_t)i + 1) {
@@ -127,7 +129,8 @@ static void* ho_exchange_thread(void* arg) {
     }
     if (x->pin_failed) break;
     memcpy(dst, x->ring[1 - k] + at, x->size);
-    if (dst[0] != (char)(2 - k) || dst[x->size - 1] != (char)(2 - k)) x->wrong = 1;
+    char want = (char)(i * 2 + 1 - k), mid = (char)(2 - k);
+    if (dst[0] != want || dst[x->size - 1] != want || dst[x->size / 2] != mid) x->wrong = 1;
     atomic_store_explicit(mine, 2 * (uint64_t)i + 2, memory_order_release);
     if (k == 0) x->step_s[i] = probe_now() - t0;
   }
