@@ -316,10 +316,11 @@ static void case_reuse(mr_t* t) {
   const qcclDataType_t dt = qcclUint32;
   const size_t n = MIB / 4 + 3;
   /* with a 256 KiB ring (the runs mr_sendrecv_ring256k_*; the default is
-   * 1 MiB up to 4 ranks) the first message fills it with its 24-byte
-   * header, so the next (single copy) finds no room for its header at
-   * first */
-  const size_t fill_n = (256 * 1024 - 24) / 4;
+   * 1 MiB up to 4 ranks) the first message fills it exactly with its
+   * 64-byte header (shm_p2p.c, P2P_HDR; it was 24 bytes once, and a
+   * payload sized for that no longer fitted at all), so the next (single
+   * copy) finds no room for its header at first */
+  const size_t fill_n = (256 * 1024 - 64) / 4;
   if (me == 0) {
     sbuf_t s;
     mr_buf_alloc(&s.buf, n * 4, 4);
