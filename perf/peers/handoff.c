@@ -19,9 +19,14 @@
  * (4 KiB-aligned); at every step both write their SIZE bytes into their
  * next place, raise a flag, copy the peer's place into a buffer of their
  * own and raise it again, in lockstep: a 2-rank AllGather's chunk. Run for
- * rings of 1, 2, 4, ... PLACES places; the median step in us. A place
- * rewritten while the peer's cache still holds its lines costs the writer
- * a take-back per line (shm.h, shm_rot; docs/PERF.md, "Wide places").
+ * rings of 1, 2, 4, ... PLACES places, each once with ordinary stores
+ * into the place (memcpy) and once with streaming ones; the median step
+ * in us. A place rewritten while the peer's cache still holds its lines
+ * costs an ordinary store a take-back per line (shm.h, shm_rot;
+ * docs/PERF.md, "Wide places"); a streaming store sends the line to
+ * memory instead, which is what the library's writer switches to when
+ * its ordinary copies run slow (transport/shm_handoff.c; docs/PERF.md,
+ * "Small handoffs follow the mode").
  * Exits 77 with fewer than two CPUs or when pinning fails.
  */
 #ifndef _GNU_SOURCE
@@ -35,6 +40,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "probe.h"
 
@@ -85,8 +94,23 @@ static void* ho_thread_b(void* arg) {
   return NULL;
 }
 
+/* Copies n bytes to a 16-byte aligned dst with streaming stores (x86-64;
+ * elsewhere memcpy), then a store fence. */
+static void ho_copy_stream(char* dst, const char* src, size_t n) {
+#if defined(__x86_64__)
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm_stream_si128((__m128i*)(void*)(dst + i), _mm_loadu_si128((const __m128i*)(src + i)));
+  memcpy(dst + i, src + i, n - i);
+  _mm_sfence();
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
 /* One exchange: two threads, a ring of places each. */
 typedef struct {
+  int stream; /* streaming stores into the place */
   int cpu[2], places, steps;
   size_t size, place;
   char* ring[2];
@@ -122,7 +146,10 @@ static void* ho_exchange_thread(void* arg) {
     if (x->pin_failed) break; /* the peer is gone: no more lockstep */
     /* the step's own first and last bytes, so a stale place shows */
     src[0] = src[x->size - 1] = (char)(i * 2 + k);
-    memcpy(x->ring[k] + at, src, x->size);
+    if (x->stream)
+      ho_copy_stream(x->ring[k] + at, src, x->size);
+    else
+      memcpy(x->ring[k] + at, src, x->size);
     atomic_store_explicit(mine, 2 * (uint64_t)i + 1, memory_order_release);
     while (atomic_load_explicit(peer, memory_order_acquire) < 2 * (uint64_t)i + 1) {
       if (x->pin_failed) break;
@@ -140,9 +167,9 @@ static void* ho_exchange_thread(void* arg) {
 }
 
 /* The median step in seconds of an exchange over rings of places places
- * (-1: pinning failed). */
-static double ho_exchange(const handoff_t* h, int places) {
-  exchange_t x = {.cpu = {h->cpu_a, h->cpu_b}, .places = places, .size = h->size};
+ * (-1: pinning failed; -2: wrong bytes), stream: with streaming stores. */
+static double ho_exchange(const handoff_t* h, int places, int stream) {
+  exchange_t x = {.stream = stream, .cpu = {h->cpu_a, h->cpu_b}, .places = places, .size = h->size};
   x.place = (h->size + 4095) / 4096 * 4096;
   x.steps = HO_EX_STEPS > 4 * places ? HO_EX_STEPS : 4 * places;
   x.ring[0] = aligned_alloc(4096, x.place * (size_t)places);
@@ -256,17 +283,22 @@ int main(int argc, char** argv) {
          h.size, h.rounds);
   printf("round trip %.0f ns, handoff %.2f GB/s\n", rtt_ns, gbps);
   for (int p = 1; places > 0 && p <= places; p *= 2) {
-    double st = ho_exchange(&h, p);
-    if (st == -2) {
-      fprintf(stderr, "qccl-handoff: an exchange read bytes the peer did not write\n");
-      return 1;
+    double st[2];
+    for (int stream = 0; stream < 2; stream++) {
+      st[stream] = ho_exchange(&h, p, stream);
+      if (st[stream] == -2) {
+        fprintf(stderr, "qccl-handoff: an exchange read bytes the peer did not write\n");
+        return 1;
+      }
+      if (st[stream] < 0) {
+        printf("qccl-handoff: cannot pin threads to CPUs %d and %d (skipped)\n", h.cpu_a, h.cpu_b);
+        return 77;
+      }
     }
-    if (st < 0) {
-      printf("qccl-handoff: cannot pin threads to CPUs %d and %d (skipped)\n", h.cpu_a, h.cpu_b);
-      return 77;
-    }
-    printf("exchange of %zu bytes over %d places (%zu KiB a ring): %.2f us a step\n", h.size, p,
-           (h.size + 4095) / 4096 * 4 * (size_t)p, st * 1e6);
+    printf(
+        "exchange of %zu bytes over %d places (%zu KiB a ring): %.2f us a step, %.2f with "
+        "streaming stores\n",
+        h.size, p, (h.size + 4095) / 4096 * 4 * (size_t)p, st[0] * 1e6, st[1] * 1e6);
   }
   if (json) {
     FILE* f = fopen(json, "w");
