@@ -14,13 +14,20 @@
  * call at 1.7-2.1 GB/s busbw against 7.2-8.9 (docs/PERF.md, "A crash the
  * AMD guest found, and the guest's two modes"). The host may move the
  * vCPUs while a job runs, so the choice is made from the copies
- * themselves: an ordinary copy of at least SHM_NT_TIMED_MIN bytes is
- * timed, and after SHM_NT_STRIKES of them in a row below SHM_NT_SLOW_BPS
- * (one could be a page's first touch or a preemption) this rank's
- * handoffs of every size from SHM_NT_AUTO_MIN go streaming; one ordinary
- * copy is timed again after SHM_NT_RETRY_S, then twice as long while it
- * stays slow (up to SHM_NT_RETRY_MAX_S), so a return to a shared cache is
- * seen within that. The choice is
+ * themselves: every ordinary copy of at least SHM_NT_TIMED_MIN bytes is
+ * timed, and every SHM_NT_SAMPLE-th from SHM_NT_AUTO_MIN (a call that
+ * hands off only small pieces is seen too, and pays for the clock at one
+ * copy in that many); after SHM_NT_STRIKES timed ones in a row below
+ * SHM_NT_SLOW_BPS (one could be a page's first touch or a preemption)
+ * this rank's handoffs of every size from SHM_NT_AUTO_MIN go streaming;
+ * one ordinary copy is timed again after SHM_NT_RETRY_S, then twice as
+ * long while it stays slow (up to SHM_NT_RETRY_MAX_S), so a return to a
+ * shared cache is seen within that. Small handoffs gain the most: a
+ * 2-thread exchange of 2, 4, 16 and 64 KiB without a shared cache took
+ * 1.4, 2.6, 8.8 and 32 us a step with ordinary stores, 1.1, 1.2, 2.2 and
+ * 6.7 with streaming ones; with one, ordinary stores were the faster (4
+ * KiB 0.5-0.7 against 1.0-1.2, 64 KiB 5.3 against 8.8; qccl-handoff -x,
+ * docs/PERF.md, "Small handoffs follow the mode"). The choice is
  * the writer's alone (a reader reads the same bytes either way; a
  * streaming copy ends with a store fence before the chunk is posted).
  * QCCL_SHM_HANDOFF_NT_BYTES set turns the timing off. Every copy a rank
@@ -34,8 +41,9 @@
 #include "core/wait.h"
 #include "transport/shm.h"
 
-#define SHM_NT_TIMED_MIN ((size_t)128 << 10) /* copies timed: at least this */
-#define SHM_NT_AUTO_MIN ((size_t)64 << 10)   /* copies that may go streaming */
+#define SHM_NT_AUTO_MIN ((size_t)2 << 10)    /* copies that may go streaming */
+#define SHM_NT_TIMED_MIN ((size_t)128 << 10) /* copies timed: every one from this size */
+#define SHM_NT_SAMPLE 16                     /* and every this many of the smaller ones */
 #define SHM_NT_SLOW_BPS 5e9                  /* bytes per second: below, slow */
 #define SHM_NT_STRIKES 2                     /* slow copies in a row that switch */
 #define SHM_NT_RETRY_S 0.005                 /* seconds to the first timed retry */
@@ -71,13 +79,18 @@ int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now)
 }
 
 void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t call_bytes) {
-  /* the clock only for copies the choice is made for */
-  int chosen = s->nt_auto && n >= SHM_NT_AUTO_MIN && !shm_handoff_nt(s, call_bytes);
-  double t0 = chosen ? clock_now() : 0;
+  if (!s->nt_auto || n < SHM_NT_AUTO_MIN || shm_handoff_nt(s, call_bytes)) {
+    copy_out(dst, src, n, shm_handoff_nt(s, call_bytes));
+    return;
+  }
+  /* the clock only for the copies timed, and while this rank streams */
+  int timed = n >= SHM_NT_TIMED_MIN || ++s->nt_tick % SHM_NT_SAMPLE == 0;
+  double t0 = timed || s->nt_slow ? clock_now() : 0;
   if (shm_handoff_streams(s, n, call_bytes, t0)) {
     copy_stream(dst, src, n);
     return;
   }
   __builtin_memcpy(dst, src, n);
-  if (chosen && n >= SHM_NT_TIMED_MIN) shm_handoff_timed(s, n, t0, clock_now() - t0);
+  /* streaming, every ordinary copy is the retry */
+  if (timed || s->nt_slow) shm_handoff_timed(s, n, t0, clock_now() - t0);
 }

@@ -1,7 +1,7 @@
 /*
  * unit_handoff - the choice of stores for handoffs into the segment
  * (transport/shm_handoff.c), fed the timings of ordinary copies: fast ones
- * never switch, one slow copy does not, two in a row do (for copies of 64
+ * never switch, one slow copy does not, two in a row do (for copies of 2
  * KiB or more, below QCCL_SHM_HANDOFF_NT_BYTES), a retry is due 5 ms later
  * and twice as long after each slow retry up to 80 ms, a fast retry
  * switches back, and with the variable set nothing is timed. Then
@@ -49,10 +49,11 @@ int main(void) {
   CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t), "slow, fast, slow switched");
   shm_handoff_timed(&s, MIB, t, SLOW);
   CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, t), "two slow copies in a row did not switch");
-  CHECK(shm_handoff_streams(&s, 64 << 10, 2 * MIB, t), "a 64 KiB copy does not stream");
-  CHECK(!shm_handoff_streams(&s, (64 << 10) - 1, 2 * MIB, t), "a copy under 64 KiB streams");
+  CHECK(shm_handoff_streams(&s, 2 << 10, 2 * MIB, t), "a 2 KiB copy does not stream");
+  CHECK(!shm_handoff_streams(&s, (2 << 10) - 1, 2 * MIB, t), "a copy under 2 KiB streams");
   CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, t + 0.0049), "the retry came before 5 ms");
   CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t + 0.005), "no retry at 5 ms");
+  CHECK(!shm_handoff_streams(&s, 2 << 10, 2 * MIB, t + 0.005), "no retry of 2 KiB at 5 ms");
 
   /* slow retries: 10, 20, 40, 80, 80 ms */
   const double want[] = {0.01, 0.02, 0.04, 0.08, 0.08};
@@ -79,26 +80,33 @@ int main(void) {
   CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t), "QCCL_SHM_HANDOFF_NT_BYTES set: switched");
   CHECK(shm_handoff_streams(&s, MIB, 4 * MIB, t), "QCCL_SHM_HANDOFF_NT_BYTES set: not used");
 
-  /* the bytes, ordinary and streaming, with guards */
-  size_t n = MIB + 37;
-  unsigned char* src = malloc(n);
-  unsigned char* dst = malloc(n + 128);
-  for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i * 131 + 7);
-  for (int way = 0; way < 2; way++) {
-    fresh(&s);
-    if (way) {
-      s.nt_slow = 1;
-      s.nt_retry_at = 1e300;
+  /* the bytes, ordinary and streaming, with guards, at a size that is
+   * sampled and one that is always timed */
+  const size_t sizes[] = {(2 << 10) + 5, MIB + 37};
+  for (int z = 0; z < 2; z++) {
+    size_t n = sizes[z];
+    unsigned char* src = malloc(n);
+    unsigned char* dst = malloc(n + 128);
+    for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i * 131 + 7);
+    for (int way = 0; way < 2; way++) {
+      fresh(&s);
+      if (way) {
+        s.nt_slow = 1;
+        s.nt_retry_at = 1e300;
+      }
+      for (int rep = 0; rep < 20; rep++) {
+        memset(dst, 0xee, n + 128);
+        shm_handoff_copy(&s, dst + 64, src, n, 2 * MIB);
+        CHECK(memcmp(dst + 64, src, n) == 0, "%s copy of %zu differs",
+              way ? "streaming" : "ordinary", n);
+        for (size_t i = 0; i < 64; i++)
+          CHECK(dst[i] == 0xee && dst[64 + n + i] == 0xee, "%s copy of %zu wrote outside at %zu",
+                way ? "streaming" : "ordinary", n, i);
+      }
     }
-    memset(dst, 0xee, n + 128);
-    shm_handoff_copy(&s, dst + 64, src, n, 2 * MIB);
-    CHECK(memcmp(dst + 64, src, n) == 0, "%s copy differs", way ? "streaming" : "ordinary");
-    for (size_t i = 0; i < 64; i++)
-      CHECK(dst[i] == 0xee && dst[64 + n + i] == 0xee, "%s copy wrote outside at %zu",
-            way ? "streaming" : "ordinary", i);
+    free(src);
+    free(dst);
   }
-  free(src);
-  free(dst);
   if (failures) {
     printf("unit_handoff: %d failures\n", failures);
     return 1;
