@@ -13,16 +13,8 @@
 
 #include "transport/shm.h"
 
-static int failures;
-#define CHECK(cond, ...)                      \
-  do {                                        \
-    if (!(cond)) {                            \
-      fprintf(stderr, "unit_handoff: FAIL "); \
-      fprintf(stderr, __VA_ARGS__);           \
-      fprintf(stderr, "\n");                  \
-      failures++;                             \
-    }                                         \
-  } while (0)
+#define CHECK_NAME "unit_handoff"
+#include "check.h"
 
 #define MIB ((size_t)1 << 20)
 #define FAST (MIB / 40e9) /* seconds an ordinary 1 MiB copy takes at 40 GB/s */
@@ -107,10 +99,5 @@ int main(void) {
     free(src);
     free(dst);
   }
-  if (failures) {
-    printf("unit_handoff: %d failures\n", failures);
-    return 1;
-  }
-  printf("unit_handoff: ok\n");
-  return 0;
+  return check_verdict();
 }

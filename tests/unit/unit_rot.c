@@ -15,16 +15,8 @@
 
 #include "transport/shm.h"
 
-static int failures;
-#define CHECK(cond, ...)                  \
-  do {                                    \
-    if (!(cond)) {                        \
-      fprintf(stderr, "unit_rot: FAIL "); \
-      fprintf(stderr, __VA_ARGS__);       \
-      fprintf(stderr, "\n");              \
-      failures++;                         \
-    }                                     \
-  } while (0)
+#define CHECK_NAME "unit_rot"
+#include "check.h"
 
 #define KIB ((size_t)1 << 10)
 
@@ -118,10 +110,5 @@ int main(void) {
   CHECK(shm_rot_span(&s, 4 * KIB) == 64 * KIB, "4 ranks on 2 cores: span %zu, not 64 KiB",
         shm_rot_span(&s, 4 * KIB));
 
-  if (failures) {
-    fprintf(stderr, "unit_rot: %d failures\n", failures);
-    return 1;
-  }
-  printf("unit_rot: ok\n");
-  return 0;
+  return check_verdict();
 }
