@@ -25,11 +25,12 @@
  * shared cache is seen within that. Small handoffs gain the most: a
  * 2-thread exchange of 2, 4, 16 and 64 KiB without a shared cache took
  * 1.4, 2.6, 8.8 and 32 us a step with ordinary stores, 1.1, 1.2, 2.2 and
- * 6.7 with streaming ones; with one, ordinary stores were the faster (4
- * KiB 0.5-0.7 against 1.0-1.2, 64 KiB 5.3 against 8.8; qccl-handoff -x,
- * docs/PERF.md, "Small handoffs follow the mode"). The choice is
- * the writer's alone (a reader reads the same bytes either way; a
- * streaming copy ends with a store fence before the chunk is posted).
+ * 6.7 with streaming ones; with one, ordinary stores were as fast or
+ * faster (4 KiB 0.7 against 0.9-1.0, 64 KiB 5.6 against 8.9-9.3;
+ * qccl-handoff -x, docs/PERF.md, "Small handoffs follow the mode"). The
+ * choice is the writer's alone (a reader reads the same bytes either
+ * way; a streaming copy ends with a store fence before the chunk is
+ * posted).
  * QCCL_SHM_HANDOFF_NT_BYTES set turns the timing off. Every copy a rank
  * makes into the segment for a peer goes through shm_handoff_copy: the
  * staged chunks of every collective, AllReduce's result areas (reduced
