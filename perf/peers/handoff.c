@@ -26,7 +26,8 @@
  * docs/PERF.md, "Wide places"); a streaming store sends the line to
  * memory instead, which is what the library's writer switches to when
  * its ordinary copies run slow (transport/shm_handoff.c; docs/PERF.md,
- * "Small handoffs follow the mode").
+ * "Small handoffs follow the mode"). The streaming copy is the library's
+ * own (copy_stream, core/memcopy.c: memcpy where the CPU has none).
  * Exits 77 with fewer than two CPUs or when pinning fails.
  */
 #ifndef _GNU_SOURCE
@@ -41,10 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
+#include "core/memcopy.h"
 #include "probe.h"
 
 #define HO_TRIPS 20000
@@ -94,20 +92,6 @@ static void* ho_thread_b(void* arg) {
   return NULL;
 }
 
-/* Copies n bytes to a 16-byte aligned dst with streaming stores (x86-64;
- * elsewhere memcpy), then a store fence. */
-static void ho_copy_stream(char* dst, const char* src, size_t n) {
-#if defined(__x86_64__)
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm_stream_si128((__m128i*)(void*)(dst + i), _mm_loadu_si128((const __m128i*)(src + i)));
-  memcpy(dst + i, src + i, n - i);
-  _mm_sfence();
-#else
-  memcpy(dst, src, n);
-#endif
-}
-
 /* One exchange: two threads, a ring of places each. */
 typedef struct {
   int stream; /* streaming stores into the place */
@@ -147,7 +131,7 @@ static void* ho_exchange_thread(void* arg) {
     /* the step's own first and last bytes, so a stale place shows */
     src[0] = src[x->size - 1] = (char)(i * 2 + k);
     if (x->stream)
-      ho_copy_stream(x->ring[k] + at, src, x->size);
+      copy_stream(x->ring[k] + at, src, x->size);
     else
       memcpy(x->ring[k] + at, src, x->size);
     atomic_store_explicit(mine, 2 * (uint64_t)i + 1, memory_order_release);

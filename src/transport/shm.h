@@ -152,6 +152,7 @@ typedef struct shm {
   double nt_wait;        /* seconds from a slow retry to the next */
   int nt_strikes;        /* slow ordinary copies in a row while not nt_slow */
   unsigned nt_tick;      /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
+  double nt_clock;       /* seconds clock_now() adds to a timed copy; 0: not measured yet */
   size_t share_min;      /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t* cma_buf;     /* what peers read to probe CMA (cma.c; freed by it) */
   int peers_readable;    /* every local rank may read / map every other's memory */

@@ -16,8 +16,11 @@
  * vCPUs while a job runs, so the choice is made from the copies
  * themselves: every ordinary copy of at least SHM_NT_TIMED_MIN bytes is
  * timed, and every SHM_NT_SAMPLE-th from SHM_NT_AUTO_MIN (a call that
- * hands off only small pieces is seen too, and pays for the clock at one
- * copy in that many); after SHM_NT_STRIKES timed ones in a row below
+ * hands off only small pieces is seen too, and reads the clock at one
+ * copy in that many, in either state; the clock's own cost, measured
+ * once, is taken off, and where it exceeds SHM_NT_CLOCK_MAX, a system
+ * call rather than the vDSO, small copies are not timed and follow the
+ * large ones' choice); after SHM_NT_STRIKES timed ones in a row below
  * SHM_NT_SLOW_BPS (one could be a page's first touch or a preemption)
  * this rank's handoffs of every size from SHM_NT_AUTO_MIN go streaming;
  * one ordinary copy is timed again after SHM_NT_RETRY_S, then twice as
@@ -45,6 +48,7 @@
 #define SHM_NT_AUTO_MIN ((size_t)2 << 10)    /* copies that may go streaming */
 #define SHM_NT_TIMED_MIN ((size_t)128 << 10) /* copies timed: every one from this size */
 #define SHM_NT_SAMPLE 16                     /* and every this many of the smaller ones */
+#define SHM_NT_CLOCK_MAX 100e-9              /* where clock_now() costs more: none of them */
 #define SHM_NT_SLOW_BPS 5e9                  /* bytes per second: below, slow */
 #define SHM_NT_STRIKES 2                     /* slow copies in a row that switch */
 #define SHM_NT_RETRY_S 0.005                 /* seconds to the first timed retry */
@@ -79,19 +83,38 @@ int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now)
   return s->nt_auto && n >= SHM_NT_AUTO_MIN && s->nt_slow && now < s->nt_retry_at;
 }
 
+/* Seconds clock_now() adds to a copy timed with it: the least of a few
+ * back-to-back reads (at least 1 ns, so 0 stays "not measured"). */
+static double shm_nt_clock_cost(void) {
+  double best = 1.0;
+  for (int i = 0; i < 8; i++) {
+    double a = clock_now(), d = clock_now() - a;
+    if (d < best) best = d;
+  }
+  return best > 1e-9 ? best : 1e-9;
+}
+
 void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t call_bytes) {
   if (!s->nt_auto || n < SHM_NT_AUTO_MIN || shm_handoff_nt(s, call_bytes)) {
     copy_out(dst, src, n, shm_handoff_nt(s, call_bytes));
     return;
   }
-  /* the clock only for the copies timed, and while this rank streams */
-  int timed = n >= SHM_NT_TIMED_MIN || ++s->nt_tick % SHM_NT_SAMPLE == 0;
-  double t0 = timed || s->nt_slow ? clock_now() : 0;
+  if (n < SHM_NT_TIMED_MIN) {
+    /* a small copy reads the clock only when sampled, and only where the
+     * clock is cheap next to the copy; else it follows the last choice
+     * (a retry waits for a sampled or a large copy) */
+    if (s->nt_clock == 0) s->nt_clock = shm_nt_clock_cost();
+    if (s->nt_clock > SHM_NT_CLOCK_MAX || ++s->nt_tick % SHM_NT_SAMPLE != 0) {
+      copy_out(dst, src, n, s->nt_slow);
+      return;
+    }
+  }
+  double t0 = clock_now();
   if (shm_handoff_streams(s, n, call_bytes, t0)) {
     copy_stream(dst, src, n);
     return;
   }
   __builtin_memcpy(dst, src, n);
-  /* streaming, every ordinary copy is the retry */
-  if (timed || s->nt_slow) shm_handoff_timed(s, n, t0, clock_now() - t0);
+  /* streaming, this ordinary copy is the retry */
+  shm_handoff_timed(s, n, t0, clock_now() - t0 - s->nt_clock);
 }

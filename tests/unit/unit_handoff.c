@@ -4,8 +4,10 @@
  * never switch, one slow copy does not, two in a row do (for copies of 2
  * KiB or more, below QCCL_SHM_HANDOFF_NT_BYTES), a retry is due 5 ms later
  * and twice as long after each slow retry up to 80 ms, a fast retry
- * switches back, and with the variable set nothing is timed. Then
- * shm_handoff_copy's bytes, both ways, against memcpy.
+ * switches back, and with the variable set nothing is timed. Copies below
+ * 128 KiB: one in 16 counted as sampled, none under a costly clock, none
+ * of the others the retry. Then shm_handoff_copy's bytes, both ways,
+ * against memcpy.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #define MIB ((size_t)1 << 20)
 #define FAST (MIB / 40e9) /* seconds an ordinary 1 MiB copy takes at 40 GB/s */
 #define SLOW (MIB / 2e9)  /* and at 2 GB/s */
+#define SAMPLE 16         /* shm_handoff.c: one small copy in this many is timed */
 
 static void fresh(shm_t* s) {
   memset(s, 0, sizeof *s);
@@ -71,6 +74,35 @@ int main(void) {
   shm_handoff_timed(&s, MIB, t, SLOW);
   CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t), "QCCL_SHM_HANDOFF_NT_BYTES set: switched");
   CHECK(shm_handoff_streams(&s, MIB, 4 * MIB, t), "QCCL_SHM_HANDOFF_NT_BYTES set: not used");
+
+  /* sampling: one small copy in 16 reads the clock, every large one */
+  {
+    static unsigned char a[MIB], b[MIB];
+    fresh(&s);
+    s.nt_clock = 1e-9; /* a cheap clock, as measured on this kind of host */
+    for (int i = 0; i < 20; i++) shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
+    CHECK(s.nt_tick == 20, "20 small copies counted %u", s.nt_tick);
+    for (int i = 0; i < 3; i++) shm_handoff_copy(&s, b, a, MIB, 2 * MIB);
+    CHECK(s.nt_tick == 20, "large copies counted among the sampled ones (%u)", s.nt_tick);
+    /* a costly clock (a system call): small copies are not timed */
+    fresh(&s);
+    s.nt_clock = 1e-6;
+    for (int i = 0; i < 20; i++) shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
+    CHECK(s.nt_tick == 0, "small copies sampled under a costly clock (%u)", s.nt_tick);
+    /* streaming with the retry due: the 15 small copies between two
+     * sampled ones keep streaming, untimed */
+    fresh(&s);
+    s.nt_clock = 1e-9;
+    s.nt_slow = 1;
+    s.nt_retry_at = 0;
+    for (int i = 0; i < SAMPLE - 1; i++) shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
+    CHECK(s.nt_slow == 1 && s.nt_tick == SAMPLE - 1,
+          "an unsampled small copy was the retry (slow %d, tick %u)", s.nt_slow, s.nt_tick);
+    /* the first small copy measures the clock */
+    fresh(&s);
+    shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
+    CHECK(s.nt_clock > 0 && s.nt_clock < 1e-3, "the clock's cost: %g s", s.nt_clock);
+  }
 
   /* the bytes, ordinary and streaming, with guards, at a size that is
    * sampled and one that is always timed */
