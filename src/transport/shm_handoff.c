@@ -95,8 +95,9 @@ static double shm_nt_clock_cost(void) {
 }
 
 void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t call_bytes) {
-  if (!s->nt_auto || n < SHM_NT_AUTO_MIN || shm_handoff_nt(s, call_bytes)) {
-    copy_out(dst, src, n, shm_handoff_nt(s, call_bytes));
+  int forced = shm_handoff_nt(s, call_bytes); /* QCCL_SHM_HANDOFF_NT_BYTES */
+  if (!s->nt_auto || n < SHM_NT_AUTO_MIN || forced) {
+    copy_out(dst, src, n, forced);
     return;
   }
   if (n < SHM_NT_TIMED_MIN) {
