@@ -335,10 +335,11 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
   const char* sp = sbuf;
   char* rp = rbuf;
   size_t sleft = n, rleft = n;
+  int sfd_done = 0; /* next left once it had all this exchange sends it */
   while (sleft > 0 || rleft > 0) {
     struct pollfd p[2];
     int np = 0, si = -1, ri = -1;
-    if (sfd != rfd && !*sfd_bye) {
+    if (sfd != rfd && !*sfd_bye && !sfd_done) {
       /* the send side is watched: the peer never writes on it but its bye */
       p[np] = (struct pollfd){.fd = sfd, .events = POLLRDHUP | POLLIN, .revents = 0};
       if (sleft > 0) p[np].events |= POLLOUT;
@@ -371,6 +372,14 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
       if (!(p[si].revents & POLLERR) && recv(sfd, &c, 1, MSG_DONTWAIT) == 1 && c == SOCK_BYE &&
           sleft == 0) {
         *sfd_bye = 1; /* it left in good order, with all it needed */
+        continue;
+      }
+      if (sleft == 0) {
+        /* It had all of this exchange and left (its communicator failed
+         * after it, or it exited): that costs this exchange nothing, and
+         * what prev sends may already wait here. The next exchange sees
+         * the end of the stream again, and fails then. */
+        sfd_done = 1;
         continue;
       }
       return QCCL_ERR(qcclRemoteError,
