@@ -5,7 +5,9 @@
  * Cases: every root x every dtype x in place (on the root, sendbuff ==
  * recvbuff + root * count) / out of place at counts {1, 1009}; count 0 for
  * every root; one random count per dtype; 65537 f32 for every root and
- * 262147 bf16 (the sizes single copy takes); the large-count rotation of
+ * 262147 bf16 (the sizes single copy takes); blocks of 4 MiB + 12 bytes
+ * (in place) and 4.5 MiB + 4097 bytes (staged: half-slot chunks, the
+ * root's own block copied while it waits); the large-count rotation of
  * mr_util.h; on 2 ranks the split of blocks above 2 MiB (gather.c: the
  * writer stages half, or all in place, and writes the rest in pieces) at
  * byte counts on and off the chunk and page edges, every root, out of
@@ -88,6 +90,11 @@ int main(int argc, char** argv) {
    * into the root's recvbuff (gather.c), on 2 the root reads them */
   for (int root = 0; root < W; root++) run_case(&t, qcclFloat32, 65537, root & 1, root);
   run_case(&t, qcclBfloat16, 262147, 0, W - 1);
+  /* staged blocks of four slots and more go in half-slot chunks (gather.c,
+   * GATHER_HALF_MIN; 4 MiB with the default 1 MiB slot), the root copying
+   * its own block while it waits: edges off the half slot and the page */
+  run_case(&t, qcclFloat32, ((size_t)1 << 20) + 3, 1, 0);
+  run_case(&t, qcclUint8, ((size_t)9 << 19) + 4097, 0, W - 1);
   mr_large_t big[2];
   int nbig = mr_large_cases(&t, COLL_ID, big);
   for (int i = 0; i < nbig; i++) run_case(&t, big[i].dt, big[i].count, big[i].inplace, big[i].root);
