@@ -4,7 +4,10 @@
  * Staged: chunks hold W pieces: the root stages piece j of block j for
  * every other rank j in its slot, and each rank copies its own piece out.
  * The root's own block goes straight to its recvbuff (or stays put in
- * place).
+ * place), in pieces while the root waits for its slot to be free, the
+ * rest at the end: copied whole first, it held the readers off (2 ranks,
+ * AMD guest, 16-256 MiB out of place: 0.75-0.86 of the time; docs/
+ * PERF.md, "Gather: the root's own block while it waits").
  *
  * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory,
  * with blocks in the range cma_scatter_use names, publishes its
@@ -58,10 +61,25 @@ typedef struct {
   size_t end;     /* the staged bytes of a block: bytes, or the split's first part */
   size_t nstaged; /* split: the staged chunks (0: no split) */
   size_t rot;     /* where the chunk goes in the root's slot (shm_rot) */
+  size_t own;     /* staged root: bytes of its own block copied so far */
   uint64_t g;
 } scatter_plan_t;
 
 enum { SCATTER_START, SCATTER_CHUNK, SCATTER_ROOT_FREE, SCATTER_STAGED, SCATTER_END };
+
+/* The staged root copies its own block in pieces of this many bytes
+ * while its slot is not free yet (then the rest at the end). */
+#define SCATTER_OWN_PIECE ((size_t)64 << 10)
+
+/* Up to max bytes more of the staged root's own block; 0 when none was
+ * left. */
+static int scatter_own_copy(scatter_plan_t* t, char* out, const char* own, size_t max) {
+  if (t->own >= t->bytes) return 0;
+  size_t n = t->bytes - t->own < max ? t->bytes - t->own : max;
+  copy_out(out + t->own, own + t->own, n, t->bytes >= COPY_STREAM_MIN_TOTAL);
+  t->own += n;
+  return 1;
+}
 
 static qcclResult_t scatter_progress(plan_t* p) {
   scatter_plan_t* t = (scatter_plan_t*)p;
@@ -92,9 +110,10 @@ static qcclResult_t scatter_progress(plan_t* p) {
           t->cma = 1;
           node_split_plan(bytes, t->piece, 0, &t->reg, &t->nstaged, &t->end);
         }
-        /* staged, the root's own block first; read single copy, once the
-         * readers may start (SCATTER_ROOT_FREE) */
-        if (r == root && !t->cma) coll_copy(out, in + (size_t)root * bytes, bytes);
+        /* staged, the root's own block while its slot is not free yet
+         * (SCATTER_ROOT_FREE), the rest at the end; read single copy,
+         * once the readers may start */
+        t->own = r == root && !t->cma && out != in + (size_t)root * bytes ? 0 : bytes;
         t->have_all = 0; /* a reader that read its block single copy */
         t->off = t->chunks = 0;
         p->phase = SCATTER_CHUNK;
@@ -119,8 +138,12 @@ static qcclResult_t scatter_progress(plan_t* p) {
         size_t m = t->end - t->off < t->piece ? t->end - t->off : t->piece;
         /* staged, the root writes only its part of the slot and may run
          * ahead of the readers by many small chunks */
-        PLAN_TEST(p, t->cma ? shm_test_chunk(s, t->g)
-                            : shm_test_chunk_part(s, t->g, t->rot, (size_t)w * m));
+        qcclResult_t ready =
+            t->cma ? shm_test_chunk(s, t->g) : shm_test_chunk_part(s, t->g, t->rot, (size_t)w * m);
+        while (ready == qcclInProgress &&
+               scatter_own_copy(t, out, in + (size_t)root * bytes, SCATTER_OWN_PIECE))
+          ready = shm_test_chunk_part(s, t->g, t->rot, (size_t)w * m);
+        PLAN_TEST(p, ready);
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         char* slot = shm_slot(s, root, t->g) + t->rot;
         int staged = !t->cma || t->nstaged > 0;
@@ -189,6 +212,7 @@ static qcclResult_t scatter_progress(plan_t* p) {
         /* only a root read single copy waits for its readers: a staged
          * slot is guarded by the next call's chunk test, and a reader is
          * done once it has its block */
+        if (r == root) scatter_own_copy(t, out, in + (size_t)root * bytes, t->bytes);
         if (t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
         return qcclSuccess;
       default:
