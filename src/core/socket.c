@@ -335,11 +335,10 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
   const char* sp = sbuf;
   char* rp = rbuf;
   size_t sleft = n, rleft = n;
-  int sfd_done = 0; /* next left once it had all this exchange sends it */
   while (sleft > 0 || rleft > 0) {
     struct pollfd p[2];
     int np = 0, si = -1, ri = -1;
-    if (sfd != rfd && !*sfd_bye && !sfd_done) {
+    if (sfd != rfd && !*sfd_bye) {
       /* the send side is watched: the peer never writes on it but its bye */
       p[np] = (struct pollfd){.fd = sfd, .events = POLLRDHUP | POLLIN, .revents = 0};
       if (sleft > 0) p[np].events |= POLLOUT;
@@ -374,14 +373,17 @@ qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_
         *sfd_bye = 1; /* it left in good order, with all it needed */
         continue;
       }
-      if (sleft == 0) {
-        /* It had all of this exchange and left (its communicator failed
-         * after it, or it exited): that costs this exchange nothing, and
-         * what prev sends may already wait here. The next exchange sees
-         * the end of the stream again, and fails then. */
-        sfd_done = 1;
-        continue;
+      /* All of this exchange sent: what prev has delivered already may
+       * end it (a rank that finished first may fail and close at once,
+       * seen here in the same poll as prev's last bytes); nothing is
+       * waited for, so a failure still travels back at once */
+      while (sleft == 0 && rleft > 0) {
+        ssize_t k = recv(rfd, rp, rleft, MSG_DONTWAIT);
+        if (k <= 0) break;
+        rp += k;
+        rleft -= (size_t)k;
       }
+      if (sleft == 0 && rleft == 0) break;
       return QCCL_ERR(qcclRemoteError,
                       "bootstrap: the next rank closed its connection (it failed or exited)");
     }

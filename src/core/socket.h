@@ -61,13 +61,11 @@ qcclResult_t sock_recv_all(int fd, void* buf, size_t n, double deadline);
  * without deadlock). The peer on sfd never writes on it, except one
  * SOCK_BYE byte when it leaves in good order (sock_bye): anything else, or
  * the end of the stream, means it failed, which fails the call at once (a
- * ring's failure travels around it in both directions) while bytes are
- * still due to it; once all are sent, its leaving fails neither this call
- * (prev's bytes are received as if it stayed: a peer that finished the
- * exchange may fail or exit at once) nor is forgotten: the next call sees
- * it again. After a bye (kept in *sfd_bye across calls) sfd is no longer
- * watched: the peer had all it needed, so only a send still due to it
- * fails. */
+ * ring's failure travels around it in both directions), unless all of
+ * this call's bytes are sent and the bytes prev has already delivered
+ * end it (nothing is waited for). After a bye (kept
+ * in *sfd_bye across calls) sfd is no longer watched: the peer had all it
+ * needed, so only a send still due to it fails. */
 qcclResult_t sock_sendrecv(int sfd, const void* sbuf, int rfd, void* rbuf, size_t n,
                            double deadline, int* sfd_bye);
 
