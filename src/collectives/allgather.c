@@ -86,8 +86,10 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* every rank reads every block whole in the first chunk (each
          * rank's buffer single copy or mapped): one chunk */
         t->span = whole ? bytes : s->chunk_bytes;
-        /* staged, blocks of four slots and more: half-slot chunks */
-        t->half = !t->direct && !t->mapped && bytes >= AG_HALF_MIN(s) && s->chunk_bytes >= 8192;
+        /* not whole, blocks of four slots and more: half-slot chunks, on
+         * every rank alike (a rank's sendbuff may be mapped, its peer's
+         * not: the chunks must be the same) */
+        t->half = !whole && bytes >= AG_HALF_MIN(s) && s->chunk_bytes >= 8192;
         if (t->half) t->span = s->chunk_bytes / 2 / 4096 * 4096;
         t->job = (share_job_t){in, out, bytes, 0, 0};
         t->off = 0;
@@ -105,9 +107,11 @@ static qcclResult_t ag_progress(plan_t* p) {
         p->phase = AG_FREE;
         PLAN_FALLTHROUGH;
       case AG_FREE:
-        /* a half-slot chunk waits only for the last one at its place; the
-         * reg it publishes is the staged one, the same at every chunk */
-        PLAN_TEST(p, t->half ? shm_test_chunk_part(s, t->g, t->rot, m) : shm_test_chunk(s, t->g));
+        /* a staged half-slot chunk waits only for the last one at its
+         * place (the regs it publishes are the staged ones, the same at
+         * every chunk); a mapped rank's regs name its buffer: the slot */
+        PLAN_TEST(p, t->half && !t->direct ? shm_test_chunk_part(s, t->g, t->rot, m)
+                                           : shm_test_chunk(s, t->g));
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
         t->offered = t->off == 0 && share_offer(comm, t->g, &t->job, t->mapped);
         if (!t->direct) /* shm.h */

@@ -3,18 +3,20 @@
  *
  * Staged: as AllGather, but only the root reads: every rank stages its
  * chunk, the root copies each peer's piece out as soon as it is staged.
- * Non-root ranks run ahead (up to two chunks, or as many as fit side by
- * side in the slot, up to SHM_PART_HIST: shm_test_chunk_part) and return
- * once they have posted their last chunk (the next call's chunk test
- * guards their slots); the root returns once it has read every chunk.
- * Blocks of four slots and more go in half-slot chunks, at the slot's two
- * halves in turn, so a sender runs three chunks ahead rather than one
- * (the root, copying, sets the pace). The root copies its own block
- * while a peer's chunk is not there yet, in pieces, the rest at the end:
- * it once copied it whole first, while the senders, two chunks ahead,
+ * Non-root ranks run ahead of the root (a chunk's place is free once
+ * every rank is done with the last chunk there: with whole-slot chunks
+ * a sender stages chunk g + 1 while the root reads g; small chunks sit
+ * side by side in the slot, up to SHM_PART_HIST of them:
+ * shm_test_chunk_part) and return once they have posted their last
+ * chunk (the next call's chunk test guards their slots); the root
+ * returns once it has read every chunk. Blocks of four slots and more go
+ * in half-slot chunks, at the slot's two halves in turn, so a sender
+ * stages up to g + 3 (the root, copying, sets the pace). The root copies
+ * its own block while a peer's chunk is not there yet, in pieces, the
+ * rest at the end: it once copied it whole first, while the senders
  * waited. On the AMD guest, 2 ranks, shared cache, against the root's
- * copy first and whole slots: 16-256 MiB out of place 0.76-0.89 of the
- * time, in place 0.75-0.97 (docs/PERF.md, "Gather: the root's own block
+ * copy first and whole slots: 16-256 MiB out of place 0.67-0.82 of the
+ * time, in place 0.76-0.80 (docs/PERF.md, "Gather: the root's own block
  * while it waits").
  *
  * Single copy, written by the others (cma.h, cma_gather_push_use: from
