@@ -24,8 +24,9 @@
  * so the call is one chunk, and the own block is copied last, while the
  * peer may still be reading this rank's sendbuff.
  *
- * Staged blocks of four slots and more go in half-slot chunks, at the
- * slot's two halves in turn (AG_HALF_MIN).
+ * Blocks of four slots and more that are not read whole go in half-slot
+ * chunks, at the slot's two halves in turn, on every rank alike
+ * (AG_HALF_MIN).
  *
  * Plan: per chunk, wait for the slot to be free, then for each peer's
  * piece in turn (k: the next peer to read); in the first chunk of a shared
@@ -42,7 +43,7 @@ typedef struct {
   /* the call's (the count may change from start to start: plan_restart) */
   shm_reg_t reg;
   int mapped, direct, offered, k, own_done;
-  int half;    /* staged in half-slot chunks (AG_HALF_MIN) */
+  int half;    /* in half-slot chunks (AG_HALF_MIN) */
   size_t span; /* bytes per chunk: chunk_bytes, or the whole block */
   share_job_t job;
   size_t off;
@@ -52,9 +53,9 @@ typedef struct {
 
 enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END };
 
-/* Staged blocks of at least this many bytes go in half-slot chunks, at
- * the slot's two halves in turn (as Gather's, gather.c): a rank may stage
- * chunk g + 1 while a peer still reads chunk g - 1. On the AMD guest, 2
+/* Blocks of at least this many bytes not read whole go in half-slot
+ * chunks, at the slot's two halves in turn (as Gather's, gather.c): a
+ * staged rank may stage chunk g + 1 while a peer still reads chunk g - 1. On the AMD guest, 2
  * ranks, 4-64 MiB: 0.95-0.99 of the time (docs/PERF.md, "Gather: the
  * root's own block while it waits"). */
 #define AG_HALF_MIN(s) (4 * (s)->chunk_bytes)
