@@ -26,7 +26,8 @@
  *
  * Blocks of four slots and more that are not read whole go in half-slot
  * chunks, at the slot's two halves in turn, on every rank alike
- * (AG_HALF_MIN).
+ * (shm_half_span; on the AMD guest, 2 ranks, 4-64 MiB: 0.95-0.99 of the
+ * time, docs/PERF.md, "Gather: the root's own block while it waits").
  *
  * Plan: per chunk, wait for the slot to be free, then for each peer's
  * piece in turn (k: the next peer to read); in the first chunk of a shared
@@ -43,7 +44,7 @@ typedef struct {
   /* the call's (the count may change from start to start: plan_restart) */
   shm_reg_t reg;
   int mapped, direct, offered, k, own_done;
-  int half;    /* in half-slot chunks (AG_HALF_MIN) */
+  int half;    /* in half-slot chunks (shm_half_span) */
   size_t span; /* bytes per chunk: chunk_bytes, or the whole block */
   share_job_t job;
   size_t off;
@@ -52,13 +53,6 @@ typedef struct {
 } ag_plan_t;
 
 enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END };
-
-/* Blocks of at least this many bytes not read whole go in half-slot
- * chunks, at the slot's two halves in turn (as Gather's, gather.c): a
- * staged rank may stage chunk g + 1 while a peer still reads chunk g - 1. On the AMD guest, 2
- * ranks, 4-64 MiB: 0.95-0.99 of the time (docs/PERF.md, "Gather: the
- * root's own block while it waits"). */
-#define AG_HALF_MIN(s) (4 * (s)->chunk_bytes)
 
 static qcclResult_t ag_progress(plan_t* p) {
   ag_plan_t* t = (ag_plan_t*)p;
@@ -90,8 +84,8 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* not whole, blocks of four slots and more: half-slot chunks, on
          * every rank alike (a rank's sendbuff may be mapped, its peer's
          * not: the chunks must be the same) */
-        t->half = !whole && bytes >= AG_HALF_MIN(s) && s->chunk_bytes >= 8192;
-        if (t->half) t->span = s->chunk_bytes / 2 / 4096 * 4096;
+        t->half = !whole && shm_half_span(s, bytes) > 0;
+        if (t->half) t->span = shm_half_span(s, bytes);
         t->job = (share_job_t){in, out, bytes, 0, 0};
         t->off = 0;
         t->own_done = 0;
@@ -104,7 +98,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         }
         m = bytes - t->off < t->span ? bytes - t->off : t->span;
         t->g = shm_chunk_next(s);
-        t->rot = t->half ? (size_t)((t->g >> 1) & 1) * t->span : shm_rot(s, t->g, m);
+        t->rot = t->half ? shm_half_rot(t->g, t->span) : shm_rot(s, t->g, m);
         p->phase = AG_FREE;
         PLAN_FALLTHROUGH;
       case AG_FREE:

@@ -75,20 +75,12 @@ typedef struct {
   size_t end;     /* the staged bytes: bytes, or the split's first part */
   size_t nstaged; /* split: the staged chunks (root: from the start; writer: from chunk 0) */
   size_t rot;     /* where the chunk goes in the slots (shm_rot) */
-  size_t piece;   /* bytes a chunk stages: the slot, or half of it (GATHER_HALF_MIN) */
+  size_t piece;   /* bytes a chunk stages: the slot, or half of it (shm_half_span) */
   size_t own;     /* staged root: bytes of its own block copied so far */
   uint64_t g;
 } gather_plan_t;
 
 enum { GATHER_START, GATHER_CHUNK, GATHER_FREE, GATHER_PUSH, GATHER_READ, GATHER_END };
-
-/* Staged calls of at least this many bytes a rank stage half a slot per
- * chunk, at its two halves in turn: four places instead of two, so a
- * sender runs up to three chunks ahead of the root instead of one. */
-#define GATHER_HALF_MIN(s) (4 * (s)->chunk_bytes)
-/* The staged root copies its own block in pieces of this many bytes
- * while a peer's chunk is not there yet (then the rest at the end). */
-#define GATHER_OWN_PIECE ((size_t)64 << 10)
 
 /* Ends chunk t->g (posts its last step) and moves to the next; 1 when the
  * plan should yield here. */
@@ -140,8 +132,8 @@ static qcclResult_t gather_progress(plan_t* p) {
         if (t->split && r == root) /* in place: all staged */
           node_split_plan(bytes, s->chunk_bytes, out + (size_t)root * bytes == in, &t->out_reg,
                           &t->nstaged, &t->end);
-        if (!t->push && !t->split && bytes >= GATHER_HALF_MIN(s) && s->chunk_bytes >= 8192)
-          t->piece = s->chunk_bytes / 2 / 4096 * 4096;
+        if (!t->push && !t->split && shm_half_span(s, bytes) > 0)
+          t->piece = shm_half_span(s, bytes);
         /* the root's own block: staged, while it waits for the others'
          * chunks (GATHER_READ), the rest at the end; when they write,
          * once they may start (GATHER_FREE) */
@@ -159,7 +151,7 @@ static qcclResult_t gather_progress(plan_t* p) {
         /* the first chunk is a full one either way (split: two or more);
          * half-slot pieces take the slot's halves in turn */
         if (t->piece < s->chunk_bytes)
-          t->rot = (size_t)((t->g >> 1) & 1) * t->piece;
+          t->rot = shm_half_rot(t->g, t->piece);
         else
           t->rot = shm_rot(s, t->g, t->end - t->off < t->piece ? t->end - t->off : t->piece);
         p->phase = GATHER_FREE;
@@ -239,13 +231,10 @@ static qcclResult_t gather_progress(plan_t* p) {
           int j = (r + t->k) % w;
           qcclResult_t ready = shm_test_rank(s, j, 3 * t->g + 1);
           /* j's chunk not there yet: a piece of the own block meanwhile */
-          while (ready == qcclInProgress && t->own < bytes) {
-            size_t n = bytes - t->own < GATHER_OWN_PIECE ? bytes - t->own : GATHER_OWN_PIECE;
-            copy_out(out + (size_t)root * bytes + t->own, in + t->own, n,
-                     bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
-            t->own += n;
+          while (ready == qcclInProgress &&
+                 node_own_copy(out + (size_t)root * bytes, in, bytes, &t->own, NODE_OWN_PIECE,
+                               bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL))
             ready = shm_test_rank(s, j, 3 * t->g + 1);
-          }
           PLAN_TEST(p, ready);
           if (t->push) continue; /* j wrote its block before posting */
           copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + t->rot, m,
@@ -258,11 +247,9 @@ static qcclResult_t gather_progress(plan_t* p) {
         /* a staged rank or a writer is done once it has posted (its slot
          * is guarded by the next call's chunk test); the root once every
          * rank has (its buffer must outlive the writes) */
-        if (r == root && t->own < bytes) { /* what the waits left of the own block */
-          copy_out(out + (size_t)root * bytes + t->own, in + t->own, bytes - t->own,
-                   bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
-          t->own = bytes;
-        }
+        if (r == root) /* what the waits left of the own block */
+          node_own_copy(out + (size_t)root * bytes, in, bytes, &t->own, bytes,
+                        bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL);
         if (r == root) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
         return qcclSuccess;
       default:

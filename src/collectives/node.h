@@ -12,6 +12,7 @@
 #define QCCL_COLLECTIVES_NODE_H_
 
 #include "collectives/plan.h"
+#include "core/memcopy.h"
 
 qcclResult_t node_allreduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
 qcclResult_t node_reduce_plan(qcclComm_t comm, const coll_args_t* a, plan_t** out);
@@ -55,6 +56,21 @@ static inline void node_split_plan(size_t bytes, size_t unit, int all, shm_reg_t
   *nstaged = all ? nchunks : nchunks / 2;
   *end = *nstaged * unit < bytes ? *nstaged * unit : bytes;
   reg->fd = (int32_t)*nstaged;
+}
+
+/* A staged root's own block, copied while it waits for the others (a
+ * peer's chunk, its slot) rather than whole before them (gather.c,
+ * scatter.c): up to max more of its bytes from own to out, *done of them
+ * copied so far; 0 when none was left. Pieces of NODE_OWN_PIECE while it
+ * waits, the rest at the end. */
+#define NODE_OWN_PIECE ((size_t)64 << 10)
+static inline int node_own_copy(char* out, const char* own, size_t bytes, size_t* done, size_t max,
+                                int stream) {
+  if (*done >= bytes) return 0;
+  size_t n = bytes - *done < max ? bytes - *done : max;
+  copy_out(out + *done, own + *done, n, stream);
+  *done += n;
+  return 1;
 }
 
 /* The split's piece k (of nstaged, one per staged chunk) of the bytes

@@ -67,20 +67,6 @@ typedef struct {
 
 enum { SCATTER_START, SCATTER_CHUNK, SCATTER_ROOT_FREE, SCATTER_STAGED, SCATTER_END };
 
-/* The staged root copies its own block in pieces of this many bytes
- * while its slot is not free yet (then the rest at the end). */
-#define SCATTER_OWN_PIECE ((size_t)64 << 10)
-
-/* Up to max bytes more of the staged root's own block; 0 when none was
- * left. */
-static int scatter_own_copy(scatter_plan_t* t, char* out, const char* own, size_t max) {
-  if (t->own >= t->bytes) return 0;
-  size_t n = t->bytes - t->own < max ? t->bytes - t->own : max;
-  copy_out(out + t->own, own + t->own, n, t->bytes >= COPY_STREAM_MIN_TOTAL);
-  t->own += n;
-  return 1;
-}
-
 static qcclResult_t scatter_progress(plan_t* p) {
   scatter_plan_t* t = (scatter_plan_t*)p;
   qcclComm_t comm = p->comm;
@@ -141,7 +127,8 @@ static qcclResult_t scatter_progress(plan_t* p) {
         qcclResult_t ready =
             t->cma ? shm_test_chunk(s, t->g) : shm_test_chunk_part(s, t->g, t->rot, (size_t)w * m);
         while (ready == qcclInProgress &&
-               scatter_own_copy(t, out, in + (size_t)root * bytes, SCATTER_OWN_PIECE))
+               node_own_copy(out, in + (size_t)root * bytes, bytes, &t->own, NODE_OWN_PIECE,
+                             bytes >= COPY_STREAM_MIN_TOTAL))
           ready = shm_test_chunk_part(s, t->g, t->rot, (size_t)w * m);
         PLAN_TEST(p, ready);
         shm_reg_publish(s, t->g, SHM_REG_IN, &t->reg);
@@ -212,7 +199,9 @@ static qcclResult_t scatter_progress(plan_t* p) {
         /* only a root read single copy waits for its readers: a staged
          * slot is guarded by the next call's chunk test, and a reader is
          * done once it has its block */
-        if (r == root) scatter_own_copy(t, out, in + (size_t)root * bytes, t->bytes);
+        if (r == root) /* what the waits left of the own block */
+          node_own_copy(out, in + (size_t)root * bytes, bytes, &t->own, bytes,
+                        bytes >= COPY_STREAM_MIN_TOTAL);
         if (t->cma) PLAN_TEST(p, node_test_rooted_end(s, t->chunks));
         return qcclSuccess;
       default:

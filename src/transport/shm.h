@@ -471,6 +471,22 @@ static inline size_t shm_rot(const shm_t* s, uint64_t g, size_t used) {
   return k > 1 ? (size_t)((g >> 1) % k) * step : 0;
 }
 
+/* Half-slot chunks: a staged call whose blocks span four slots and more
+ * may cut them in half-slot chunks, placed at the slot's two halves in
+ * turn (shm_half_rot), so that with shm_test_chunk_part a rank stages
+ * chunk g + 1 while a peer still reads chunk g - 1 (Gather's senders run
+ * three chunks ahead of the root instead of one; docs/PERF.md, "Gather:
+ * the root's own block while it waits"). shm_half_span: the chunk's
+ * bytes, a whole number of pages, or 0 where the call stays in whole
+ * slots. Every rank computes the same from the block's bytes. */
+static inline size_t shm_half_span(const shm_t* s, size_t bytes) {
+  if (bytes < 4 * s->chunk_bytes || s->chunk_bytes < 2 * SHM_ROT_STEP) return 0;
+  return s->chunk_bytes / 2 / SHM_ROT_STEP * SHM_ROT_STEP;
+}
+static inline size_t shm_half_rot(uint64_t g, size_t span) {
+  return (size_t)((g >> 1) & 1) * span;
+}
+
 static inline char* shm_result(shm_t* s, int rank, uint64_t g) {
   return s->results + ((size_t)rank * 2 + (size_t)(g & 1)) * s->chunk_bytes;
 }

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   for (int root = 0; root < W; root++) run_case(&t, qcclFloat32, 65537, root & 1, root);
   run_case(&t, qcclBfloat16, 262147, 0, W - 1);
   /* staged blocks of four slots and more go in half-slot chunks (gather.c,
-   * GATHER_HALF_MIN; 4 MiB with the default 1 MiB slot), the root copying
+   * shm_half_span; 4 MiB with the default 1 MiB slot), the root copying
    * its own block while it waits: edges off the half slot and the page */
   run_case(&t, qcclFloat32, ((size_t)1 << 20) + 3, 1, 0);
   run_case(&t, qcclUint8, ((size_t)9 << 19) + 4097, 0, W - 1);

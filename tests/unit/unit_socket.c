@@ -123,6 +123,19 @@ static qcclResult_t exchange(peers_t* p, int* sfd_out, int* rfd_out, int* bye, d
   return r;
 }
 
+/* One exchange with the peers as p says that must fail at once (within
+ * `within` seconds), naming next; what names the case. */
+static void expect_next_failed(peers_t* p, double within, const char* what) {
+  int sfd, rfd, bye = 0, ok;
+  double took;
+  qcclResult_t r = exchange(p, &sfd, &rfd, &bye, &took, &ok);
+  CHECK(r == qcclRemoteError && strstr(err_last(), "next rank"), "%s: %s (%s)", what,
+        qcclGetErrorString(r), err_last());
+  CHECK(took < within, "%s: that took %.3f s, not at once", what, took);
+  close(sfd);
+  close(rfd);
+}
+
 int main(void) {
   int sfd, rfd, bye, ok;
   double took;
@@ -158,30 +171,18 @@ int main(void) {
    * ms later): the exchange fails at once, naming next (the failure
    * travels back round the ring; nothing is waited for) */
   peers_t a2 = {.read_next = 1, .prev_sends = 1, .prev_delay = 0.1};
-  bye = 0;
-  qcclResult_t r = exchange(&a2, &sfd, &rfd, &bye, &took, &ok);
-  CHECK(r == qcclRemoteError && strstr(err_last(), "next rank"),
-        "next left before prev's bytes came: %s (%s)", qcclGetErrorString(r), err_last());
-  CHECK(took < 0.09, "that took %.3f s, not at once", took);
-  close(sfd);
-  close(rfd);
+  expect_next_failed(&a2, 0.09, "next left before prev's bytes came");
 
   /* next closed before reading (its bytes were sent: they fit the
    * socket's buffer, so the close resets the connection), while prev
    * stays, silent, for 3 s: fails at once, naming next */
   peers_t b = {.read_next = 0, .prev_sends = 0, .prev_delay = 0, .prev_hold = 3};
-  bye = 0;
-  r = exchange(&b, &sfd, &rfd, &bye, &took, &ok);
-  CHECK(r == qcclRemoteError && strstr(err_last(), "next rank"),
-        "next left before it read its bytes: %s (%s)", qcclGetErrorString(r), err_last());
-  CHECK(took < 2, "that took %.1f s, not at once", took);
-  close(sfd);
-  close(rfd);
+  expect_next_failed(&b, 2, "next left before it read its bytes");
 
   /* next read all and said bye */
   peers_t c = {.read_next = 1, .bye = 1, .prev_sends = 1, .prev_delay = 0.05};
   bye = 0;
-  r = exchange(&c, &sfd, &rfd, &bye, &took, &ok);
+  qcclResult_t r = exchange(&c, &sfd, &rfd, &bye, &took, &ok);
   CHECK(r == qcclSuccess && ok, "next said bye after reading all: %s (%s)", qcclGetErrorString(r),
         err_last());
   CHECK(bye, "the bye was not remembered");
