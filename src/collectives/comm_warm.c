@@ -73,7 +73,8 @@ static void warm_rings(qcclComm_t c) {
   for (int k = 0; k < (w > 2 ? 2 : 1); k++) { /* on 2 ranks both are one peer */
     char* out = shm_chan_data(s, r, nb[k]);
     const char* in = shm_chan_data(s, nb[k], r);
-    for (size_t o = 0; o < s->chan_bytes; o += SHM_LINE) {
+    /* each ring and the cell after it (shm_chan_cell) */
+    for (size_t o = 0; o < s->chan_bytes + s->cell_bytes; o += SHM_LINE) {
       __builtin_prefetch(out + o, 1, 3);
       (void)*(volatile const char*)(in + o);
     }

@@ -54,7 +54,7 @@ static size_t shm_layout(shm_t* s) {
   size_t results = off;
   off += w * 2 * s->chunk_bytes;
   size_t chans = off;
-  off += w * w * (sizeof(shm_chan_ctrl_t) + s->chan_bytes);
+  off += w * w * shm_chan_stride(s);
   if (s->base) {
     s->abort_rank = &((shm_header_t*)s->base)->abort_rank;
     s->ctrl = (shm_ctrl_t*)(s->base + ctrl);
@@ -118,7 +118,7 @@ static void shm_populate_range(char* lo, char* hi) {
  * in 12-17 ms here). */
 static void shm_populate(shm_t* s) {
   shm_populate_range(s->base, s->chans);
-  size_t ring = sizeof(shm_chan_ctrl_t) + s->chan_bytes;
+  size_t ring = shm_chan_stride(s);
   for (int j = 0; j < s->nranks; j++) {
     char* out = (char*)shm_chan_ctrl(s, s->rank, j);
     char* in = (char*)shm_chan_ctrl(s, j, s->rank);
@@ -240,8 +240,8 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   int rank = boot_rank(boot), w = boot_nranks(boot);
   char* names = calloc((size_t)w, SHM_NAME_BYTES);
   shm_t* s = calloc(1, sizeof *s);
-  /* and p2p_key, check_saw */
-  uint64_t* tail_seen = calloc(3 * (size_t)w, sizeof *tail_seen);
+  /* and p2p_key, check_saw, p2p_own */
+  uint64_t* tail_seen = calloc(4 * (size_t)w, sizeof *tail_seen);
   if (!s || !names || !tail_seen) {
     free(s);
     free(names);
@@ -272,8 +272,15 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   s->tail_seen = tail_seen;
   s->p2p_key = tail_seen + w;
   s->check_saw = tail_seen + 2 * (size_t)w;
+  s->p2p_own = tail_seen + 3 * (size_t)w;
   s->chunk_bytes = (size_t)chunk & ~(size_t)63;
   s->chan_bytes = (size_t)chan;
+  /* each channel's cell, a quarter of its ring: a message that fits goes
+   * there while its sender holds one of the pair's two cells (shm_p2p.c) */
+  int64_t cell;
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_P2P_CELL_BYTES", chan / 4, 0, chan, &cell), r, fail);
+  s->cell_bytes = (size_t)cell & ~(size_t)(SHM_LINE - 1);
+  for (int j = 0; j < w; j++) s->p2p_own[j] = j == rank ? 0 : SHM_CELL_OUT;
   s->timeout = timeout;
   /* oversubscribed ranks yield at once: the data they wait for needs the
    * core. Others poll 10 us: on the Zen 3 guest a longer poll slowed the

@@ -124,6 +124,11 @@ typedef struct {
 } shm_chan_ctrl_t;
 
 #define SHM_P2P_KEEP 4
+/* shm_t.p2p_own: the cell of this rank's channel to the peer, and of the
+ * peer's channel to this rank; SHM_CELL_LAST: the one it took last */
+#define SHM_CELL_OUT 1u
+#define SHM_CELL_IN 2u
+#define SHM_CELL_LAST 4u
 /* chunks whose slot parts shm_test_chunk_part remembers: how far a rank may
  * run ahead of the slowest reader in small eager calls */
 #define SHM_PART_HIST 32
@@ -136,6 +141,7 @@ typedef struct shm {
   size_t rot_span;       /* the widest span of small calls' places (shm_rot) */
   size_t rot_places;     /* and the most places in it */
   size_t chan_bytes;     /* ring bytes of one p2p channel (a power of two) */
+  size_t cell_bytes;     /* bytes of one p2p channel's cell (shm_p2p.c), 0 = none */
   uint64_t chunk_seq;    /* next chunk number g */
   double timeout;        /* seconds without progress before qcclTimeout */
   uint32_t spin;         /* microseconds of polling before yielding */
@@ -184,8 +190,11 @@ typedef struct shm {
    * room (shm_p2p.c) */
   uint64_t* tail_seen;
   /* [nranks]: each rank's p2p_key, read once after the attach barrier
-   * (the second half of tail_seen's allocation) */
+   * (the second part of tail_seen's allocation) */
   uint64_t* p2p_key;
+  /* [nranks]: the cells of the channels with each peer this rank may
+   * write (shm_p2p.c, SHM_CELL_*; the fourth part of tail_seen's) */
+  uint64_t* p2p_own;
   /* shm_test_chunk_part: the part of its slot each of this rank's recent
    * chunks wrote, at [g % SHM_PART_HIST] (g1 = g + 1; 0: none recorded),
    * and the last chunk whose guard was found (part_g1 = g + 1) with the
@@ -491,13 +500,23 @@ static inline char* shm_result(shm_t* s, int rank, uint64_t g) {
   return s->results + ((size_t)rank * 2 + (size_t)(g & 1)) * s->chunk_bytes;
 }
 
+/* One channel: its control lines, its ring, its cell. */
+static inline size_t shm_chan_stride(const shm_t* s) {
+  return sizeof(shm_chan_ctrl_t) + s->chan_bytes + s->cell_bytes;
+}
+
 static inline shm_chan_ctrl_t* shm_chan_ctrl(shm_t* s, int src, int dst) {
-  size_t stride = sizeof(shm_chan_ctrl_t) + s->chan_bytes;
+  size_t stride = shm_chan_stride(s);
   return (shm_chan_ctrl_t*)(s->chans + ((size_t)src * (size_t)s->nranks + (size_t)dst) * stride);
 }
 
 static inline char* shm_chan_data(shm_t* s, int src, int dst) {
   return (char*)(shm_chan_ctrl(s, src, dst) + 1);
+}
+
+/* The cell of channel src -> dst (shm_p2p.c): cell_bytes after its ring. */
+static inline char* shm_chan_cell(shm_t* s, int src, int dst) {
+  return shm_chan_data(s, src, dst) + s->chan_bytes;
 }
 
 #endif /* QCCL_TRANSPORT_SHM_H_ */

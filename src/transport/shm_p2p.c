@@ -34,6 +34,22 @@
  * to 3.8 us but 4-16 MiB messages 8-17 % longer, and was not kept
  * (docs/PERF.md, "Wide places").
  *
+ * Cells: each channel also has a cell of a quarter of its ring after it,
+ * so a pair has two. A rank holds, at first, the cell of its own channel
+ * to the peer; a message that fits a cell goes there while its sender
+ * holds one (the ring then carries only the header, kind P2P_CELL, which
+ * names the cell), and the sender gives it up; the receiver takes the
+ * payload out and holds that cell from then on. Holding moves with the
+ * messages, so nothing but the headers is shared, and a cell is never
+ * written before its reader is done with it. The point is where the lines
+ * are: in an exchange or a reply a rank writes its next message into the
+ * cell it has just read, lines its own cache holds, where the ring sends
+ * it on to lines the peer's cache read last, each store taking its line
+ * back from there (a 2-rank exchange of 16 and 64 KiB: 1.4 and 3.9 us a
+ * call against 2.1 and 5.7 through the ring, AMD guest; docs/PERF.md,
+ * "Cells that change hands"). A rank with no cell (one-way traffic: the
+ * receiver ends up with both) sends through the ring as before.
+ *
  * Single copy (cma.h): a message too large for the ring, or an exchange's
  * (a send whose call also receives from that peer) on a host whose ranks
  * fit its cores (when the segment's ranks agreed to use single copy, and
@@ -78,13 +94,14 @@
 #define P2P_LINE 64
 #define P2P_WHOLE_AT 32            /* u32: 1 when the payload came with the header */
 #define P2P_STAMP_AT (P2P_HDR - 8) /* u64: the stamp, written last */
-enum { P2P_STAGED = 0, P2P_CMA = 1 };
+enum { P2P_STAGED = 0, P2P_CMA = 1, P2P_CELL = 2 };
 
 typedef struct {
   int send;
   int peer;
   int cma;           /* single copy: the ring carries only the header */
   int flex;          /* a single-copy send the sender may take back once released */
+  int cell;          /* the payload goes through one of the pair's cells */
   double release_at; /* clock_now() when the caller released it (transport.h), else 0 */
   uint64_t seq;      /* a single-copy send: its number in the pair's cma_sent */
   char* buf;
@@ -154,11 +171,12 @@ static inline _Atomic uint64_t* shm_stamp_word(char* line) {
 }
 
 /* Publishes header hdr at head, with the payload (n bytes of buf, then pad)
- * before it where whole allows and the ring has room for all: the
- * payload, the header, then its stamp, then head. Returns the ring bytes
- * published: 0 (no room for the header), P2P_HDR, or all of it. */
+ * before it where whole allows and the ring has room for all, or in cell
+ * (not NULL) once the ring has room for the header: the payload, the
+ * header, then its stamp, then head. Returns the ring bytes published: 0
+ * (no room for the header), P2P_HDR, or all of it. */
 static size_t shm_push_header(shm_t* s, int peer, unsigned char* hdr, const void* buf, size_t n,
-                              size_t pad, int whole) {
+                              size_t pad, int whole, char* cell) {
   shm_chan_ctrl_t* c = shm_chan_ctrl(s, s->rank, peer);
   char* ring = shm_chan_data(s, s->rank, peer);
   uint64_t head = atomic_load_explicit(&c->head, memory_order_relaxed);
@@ -167,6 +185,7 @@ static size_t shm_push_header(shm_t* s, int peer, unsigned char* hdr, const void
   if (space < P2P_HDR) return 0;
   whole = whole && space >= need;
   if (whole) shm_ring_put(s, ring, head + P2P_HDR, space - P2P_HDR, buf, n);
+  if (cell != NULL) shm_handoff_copy(s, cell, buf, n, n);
   uint32_t w = (uint32_t)whole;
   memcpy(hdr + P2P_WHOLE_AT, &w, 4);
   /* positions are whole lines apart, so a header never wraps */
@@ -226,6 +245,21 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
   if (buf != NULL) shm_ring_get(s, ring, tail, buf, k);
   atomic_store_explicit(&c->tail, tail + k, memory_order_release);
   return k;
+}
+
+/* The cell a send of n bytes to peer may take (SHM_CELL_OUT or
+ * SHM_CELL_IN), 0 when none: the one this rank took last when it holds
+ * it, the lines it has just read. */
+static unsigned shm_cell_pick(const shm_t* s, int peer, size_t n) {
+  uint64_t own = s->p2p_own[peer];
+  if (n == 0 || n > s->cell_bytes || (own & (SHM_CELL_OUT | SHM_CELL_IN)) == 0) return 0;
+  unsigned last = own & SHM_CELL_LAST ? SHM_CELL_IN : SHM_CELL_OUT;
+  return own & last ? last : (unsigned)(own & (SHM_CELL_OUT | SHM_CELL_IN));
+}
+
+/* The cell bit of channel owner, peer (which) as this rank names it. */
+static char* shm_cell_at(shm_t* s, int peer, unsigned bit) {
+  return bit == SHM_CELL_OUT ? shm_chan_cell(s, s->rank, peer) : shm_chan_cell(s, peer, s->rank);
 }
 
 /* A request: one the segment kept, else a new one. */
@@ -303,10 +337,11 @@ static qcclResult_t shm_check_header(shm_t* s, shm_req_t* q) {
   memcpy(&m, q->hdr, 4);
   memcpy(&kind, q->hdr + 4, 4);
   memcpy(&b, q->hdr + 8, 8);
-  if (m != P2P_MAGIC || kind > P2P_CMA)
+  if (m != P2P_MAGIC || kind > P2P_CELL)
     return QCCL_ERR(qcclInternalError, "corrupt message header from rank %d", q->peer);
   q->cma = kind == P2P_CMA;
-  if (q->cma) q->pad = 0; /* the payload does not come through the ring */
+  q->cell = kind == P2P_CELL;
+  if (q->cma || q->cell) q->pad = 0; /* the payload does not come through the ring */
   if (b != q->bytes) {
     /* tell the sender, which may be waiting for ring space we will never free */
     atomic_store_explicit(&shm_chan_ctrl(s, q->peer, s->rank)->refused, (uint64_t)q->bytes + 1,
@@ -349,17 +384,45 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
       /* a header goes whole (it is one line); a staged send offers the
        * payload with it, when the ring has room for both */
       int whole;
-      if (q->send) {
+      unsigned bit = q->send && !q->cma ? shm_cell_pick(s, q->peer, q->bytes) : 0;
+      if (bit != 0) {
+        /* the cell this rank holds: the payload goes there, the header
+         * says which (the receiver's SHM_CELL_IN is the sender's OUT) */
+        uint32_t kind = P2P_CELL;
+        uint64_t which = bit == SHM_CELL_IN;
+        memcpy(q->hdr + 4, &kind, 4);
+        memcpy(q->hdr + 16, &which, 8);
+        k = shm_push_header(s, q->peer, q->hdr, q->buf, q->bytes, 0, 0,
+                            shm_cell_at(s, q->peer, bit));
+        if (k != 0) {
+          s->p2p_own[q->peer] &= ~(uint64_t)bit;
+          q->cell = 1;
+          q->pad = 0;
+          total = P2P_HDR + q->bytes;
+          k = total;
+        }
+      } else if (q->send) {
         whole = !q->cma && q->bytes + q->pad <= s->chan_bytes / 2;
-        k = shm_push_header(s, q->peer, q->hdr, q->buf, q->bytes, q->pad, whole);
+        k = shm_push_header(s, q->peer, q->hdr, q->buf, q->bytes, q->pad, whole, NULL);
       } else if (!shm_pull_header(s, q->peer, q->hdr, &whole)) {
         k = 0;
       } else {
         qcclResult_t r = shm_check_header(s, q);
-        whole = whole && !q->cma && r == qcclSuccess;
+        whole = whole && !q->cma && !q->cell && r == qcclSuccess;
         if (whole && q->bytes > 0) shm_pull_payload(s, q->peer, q->buf, q->bytes);
         k = P2P_HDR + (whole ? q->bytes + q->pad : 0);
         shm_consume(s, q->peer, k);
+        if (q->cell) {
+          /* the payload from the cell, which this rank then holds (a
+           * message it refused is dropped, the cell taken all the same) */
+          uint64_t which;
+          memcpy(&which, q->hdr + 16, 8);
+          unsigned bit = which ? SHM_CELL_OUT : SHM_CELL_IN;
+          if (r == qcclSuccess) memcpy(q->buf, shm_cell_at(s, q->peer, bit), q->bytes);
+          s->p2p_own[q->peer] = (s->p2p_own[q->peer] & ~(uint64_t)SHM_CELL_LAST) | bit |
+                                (bit == SHM_CELL_IN ? SHM_CELL_LAST : 0);
+          k += q->bytes;
+        }
         if (r == qcclSuccess && q->cma) {
           uint64_t at, seq;
           memcpy(&at, q->hdr + 16, 8);

@@ -67,6 +67,15 @@
  *             the pair's ring (128 KiB + 1 B to 1 MiB + 5), in exchanges
  *             (some in place) and one way: the payload follows its header
  *             in pieces.
+ *   cells     ranks 0 and 1, 500 steps of seeded patterns: an exchange in
+ *             a group (some in place), one way, a reply (one way and
+ *             back), a burst (three sends before the other receives
+ *             three), of seeded sizes 1 B-320 KiB and the cell's size and
+ *             its neighbours: a message that fits goes through a cell the
+ *             sender holds, and who holds which of the pair's two cells
+ *             moves with every such message (shm_p2p.c); a cell written
+ *             again before its reader took it would show as another
+ *             message's bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +257,101 @@ static void case_wrap(mr_t* t) {
       }
     }
   free(sb);
+  free(want);
+  mr_case_end(&c);
+}
+
+/* The sizes case_cells draws: around the default cell (a quarter of the
+ * 1 MiB ring: 256 KiB) and the small cell of mr_sendrecv_cell4k_w2 */
+static size_t cells_size(uint64_t* st) {
+  static const size_t edge[] = {
+      1, 64, 4095, 4096, 4097, (256 << 10) - 1, 256 << 10, (256 << 10) + 1};
+  size_t r = mr_rand_range(st, 0, 99);
+  if (r < 20) return edge[mr_rand_range(st, 0, sizeof edge / sizeof edge[0] - 1)];
+  if (r < 60) return mr_rand_range(st, 1, 8192);
+  return mr_rand_range(st, 8193, 320 << 10);
+}
+
+static void case_cells(mr_t* t) {
+  mr_case_t c;
+  if (!mr_case_begin(t, &c, "sendrecv cells")) return;
+  const int me = t->rank, M = t->quick ? 250 : 500;
+  if (t->nranks < 2 || me > 1) {
+    mr_case_end(&c);
+    return;
+  }
+  const int peer = 1 - me;
+  const size_t hi = 320 << 10;
+  const char* ring = getenv("QCCL_SHM_P2P_BYTES"); /* the default up to 4 ranks: 1 MiB */
+  const size_t burst_max = (ring ? (size_t)atoll(ring) : MIB) * 3 / 10;
+  uint64_t st = c.cseed ^ 0x43454c4c; /* patterns and sizes: the same on both ranks */
+  unsigned char* want = malloc(hi);
+  mr_buf_t sb[3], rb[3];
+  int id = 0; /* message number, for the payloads */
+  for (int k = 0; k < M; k++) {
+    int pat = (int)mr_rand_range(&st, 0, 3), first = (int)mr_rand_range(&st, 0, 1);
+    /* the messages of this step: from, size (and in place for exchanges) */
+    int nm = pat == 0 ? 2 : pat == 1 ? 1 : pat == 2 ? 2 : 3;
+    int from[3];
+    size_t n[3];
+    for (int i = 0; i < nm; i++) {
+      from[i] = pat == 0 ? i : pat == 2 ? (first + i) % 2 : first;
+      n[i] = cells_size(&st);
+    }
+    /* a burst's three sends must fit the ring together (each returns
+     * once its bytes are out of the buffer) */
+    for (int i = 0; pat == 3 && i < nm; i++)
+      if (n[i] > burst_max) n[i] = burst_max;
+    int inplace = pat == 0 && mr_rand_range(&st, 0, 3) == 0;
+    if (inplace) n[1] = n[0];
+    char what[96];
+    if (pat == 0) {
+      /* an exchange in a group: message 0 from rank 0, message 1 from rank 1 */
+      mr_buf_alloc(&sb[0], n[me], (size_t)k % 8);
+      wrap_fill(c.cseed, me, id + me, sb[0].p, n[me]);
+      if (!inplace) mr_buf_alloc(&rb[0], n[peer], (size_t)(k + 5) % 8);
+      unsigned char* rp = inplace ? sb[0].p : rb[0].p;
+      MR_OK(&c, qcclGroupStart());
+      MR_OK(&c, qcclSend(sb[0].p, n[me], qcclUint8, peer, t->comm, NULL));
+      MR_OK(&c, qcclRecv(rp, n[peer], qcclUint8, peer, t->comm, NULL));
+      MR_OK(&c, qcclGroupEnd());
+      wrap_fill(c.cseed, peer, id + peer, want, n[peer]);
+      snprintf(what, sizeof what, "step %d exchange (%zu bytes%s) from rank %d", k, n[peer],
+               inplace ? ", in place" : "", peer);
+      mr_buf_check_guards(&c, inplace ? &sb[0] : &rb[0], what);
+      if (memcmp(rp, want, n[peer]) != 0) mr_case_fail(&c, "%s differs", what);
+      if (!inplace) mr_buf_free(&rb[0]);
+      mr_buf_free(&sb[0]);
+      id += 2;
+      continue;
+    }
+    /* one way, a reply, or a burst: every send of a rank before its
+     * receives where they are in a row (a burst), in order otherwise */
+    for (int i = 0; i < nm; i++) {
+      if (from[i] == me) {
+        mr_buf_alloc(&sb[i], n[i], (size_t)(k + i) % 8);
+        wrap_fill(c.cseed, me, id + i, sb[i].p, n[i]);
+        MR_OK(&c, qcclSend(sb[i].p, n[i], qcclUint8, peer, t->comm, NULL));
+      } else {
+        mr_buf_alloc(&rb[i], n[i], (size_t)(k + i + 3) % 8);
+        MR_OK(&c, qcclRecv(rb[i].p, n[i], qcclUint8, peer, t->comm, NULL));
+        wrap_fill(c.cseed, peer, id + i, want, n[i]);
+        snprintf(what, sizeof what, "step %d message %d of %d (%zu bytes) from rank %d", k, i, nm,
+                 n[i], peer);
+        mr_buf_check_guards(&c, &rb[i], what);
+        if (memcmp(rb[i].p, want, n[i]) != 0) mr_case_fail(&c, "%s differs", what);
+        mr_buf_free(&rb[i]);
+      }
+    }
+    for (int i = 0; i < nm; i++)
+      if (from[i] == me) {
+        wrap_fill(c.cseed, me, id + i, want, n[i]);
+        if (memcmp(sb[i].p, want, n[i]) != 0)
+          mr_case_fail(&c, "step %d: sendbuff of message %d changed", k, i);
+        mr_buf_free(&sb[i]);
+      }
+    id += nm;
+  }
   free(want);
   mr_case_end(&c);
 }
@@ -774,5 +878,6 @@ int main(int argc, char** argv) {
   case_mixed(&t);
   case_wrap(&t);
   case_pieces(&t);
+  case_cells(&t);
   return mr_finish(&t);
 }
