@@ -24,6 +24,13 @@
  * so the call is one chunk, and the own block is copied last, while the
  * peer may still be reading this rank's sendbuff.
  *
+ * Exchange cells (shm_xch.c): on 2 ranks where single copy does not apply
+ * (the same on both ranks), a block up to QCCL_SHM_XCH_BYTES goes through
+ * the segment's two exchange cells instead of the slots, each rank
+ * writing the cell it read in the last exchange (with a shared cache 0.70-0.91
+ * of the slots' time at 4-256 KiB, docs/PERF.md, "Cells that change
+ * hands"); the own block is copied while the peer writes.
+ *
  * Blocks of four slots and more that are not read whole go in half-slot
  * chunks, at the slot's two halves in turn, on every rank alike
  * (shm_half_span; on the AMD guest, 2 ranks, 4-64 MiB: 0.95-0.99 of the
@@ -52,7 +59,7 @@ typedef struct {
   uint64_t g;
 } ag_plan_t;
 
-enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END };
+enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END, AG_XCH };
 
 static qcclResult_t ag_progress(plan_t* p) {
   ag_plan_t* t = (ag_plan_t*)p;
@@ -77,6 +84,15 @@ static qcclResult_t ag_progress(plan_t* p) {
         t->mapped = shm_reg_find(s, in, bytes, &t->reg);
         /* else, from CMA's threshold: the peers read it single copy */
         whole = cma_allgather_use(s, w, bytes);
+        if (!whole && shm_xch_use(s, bytes) && bytes * (size_t)w < s->share_min) {
+          /* 2 ranks, a small block: through the exchange cells */
+          t->g = shm_chunk_next(s);
+          shm_xch_put(s, t->g, in, bytes);
+          coll_stats_shm(comm, bytes);
+          if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
+          p->phase = AG_XCH;
+          break;
+        }
         t->direct = t->mapped || (whole && cma_offer(s, in, bytes, 0, &t->reg));
         /* every rank reads every block whole in the first chunk (each
          * rank's buffer single copy or mapped): one chunk */
@@ -166,6 +182,10 @@ static qcclResult_t ag_progress(plan_t* p) {
         }
         /* sendbuff is read in place: it must outlive every reader */
         if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
+        return qcclSuccess;
+      case AG_XCH:
+        PLAN_TEST(p, shm_xch_test(s, t->g));
+        shm_xch_get(s, t->g, out + (size_t)(1 - r) * bytes, bytes);
         return qcclSuccess;
       default:
         return QCCL_ERR(qcclInternalError, "allgather: phase %d", p->phase);

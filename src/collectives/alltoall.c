@@ -22,6 +22,10 @@
  *
  * In both, the own block goes straight from sendbuff to recvbuff.
  *
+ * Exchange cells (shm_xch.c): on 2 ranks where single copy does not apply,
+ * a piece up to QCCL_SHM_XCH_BYTES goes through the segment's two exchange
+ * cells, as AllGather's blocks (allgather.c).
+ *
  * Where single copy applies (cma_a2a_use of the piece per peer: the segment's
  * and the count's, so every rank decides alike) every rank reads every
  * piece whole in the first chunk, its own buffer's or a mapped one's, and
@@ -53,7 +57,7 @@ typedef struct {
   unsigned char got[]; /* [W]: this chunk's piece of peer j read */
 } a2a_plan_t;
 
-enum { A2A_START, A2A_CHUNK, A2A_FREE, A2A_SHARE, A2A_SHARED, A2A_READ, A2A_END };
+enum { A2A_START, A2A_CHUNK, A2A_FREE, A2A_SHARE, A2A_SHARED, A2A_READ, A2A_END, A2A_XCH };
 
 /* The next of the w ranks after r in turn that posted step and whose
  * piece of the chunk this rank has not read (got[j] 0): qcclSuccess with
@@ -98,6 +102,15 @@ static qcclResult_t a2a_progress(plan_t* p) {
         if (w == 1) {
           copy_out(out, in, bytes, stream);
           return qcclSuccess;
+        }
+        if (!cma_a2a_use(s, bytes) && shm_xch_use(s, bytes) && bytes * (size_t)w < s->share_min) {
+          /* 2 ranks, a small piece: through the exchange cells */
+          t->g = shm_chunk_next(s);
+          shm_xch_put(s, t->g, in + (size_t)(1 - r) * bytes, bytes);
+          coll_stats_shm(comm, bytes);
+          if (out != in) copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
+          p->phase = A2A_XCH;
+          break;
         }
         /* qcclMemAlloc memory: the peers read their pieces where they are */
         t->mapped = shm_reg_find(s, in, bytes * (size_t)w, &t->reg);
@@ -194,6 +207,10 @@ static qcclResult_t a2a_progress(plan_t* p) {
         }
         /* sendbuff is read in place: it must outlive every reader */
         if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
+        return qcclSuccess;
+      case A2A_XCH:
+        PLAN_TEST(p, shm_xch_test(s, t->g));
+        shm_xch_get(s, t->g, out + (size_t)(1 - r) * bytes, bytes);
         return qcclSuccess;
       default:
         return QCCL_ERR(qcclInternalError, "alltoall: phase %d", p->phase);

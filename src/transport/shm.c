@@ -55,12 +55,15 @@ static size_t shm_layout(shm_t* s) {
   off += w * 2 * s->chunk_bytes;
   size_t chans = off;
   off += w * w * shm_chan_stride(s);
+  size_t xch = off;
+  off += w == 2 ? 2 * s->xch_bytes : 0;
   if (s->base) {
     s->abort_rank = &((shm_header_t*)s->base)->abort_rank;
     s->ctrl = (shm_ctrl_t*)(s->base + ctrl);
     s->slots = s->base + slots;
     s->results = s->base + results;
     s->chans = s->base + chans;
+    s->xch = s->base + xch;
   }
   return off;
 }
@@ -118,6 +121,7 @@ static void shm_populate_range(char* lo, char* hi) {
  * in 12-17 ms here). */
 static void shm_populate(shm_t* s) {
   shm_populate_range(s->base, s->chans);
+  if (s->xch_bytes > 0) shm_populate_range(s->xch, s->xch + 2 * s->xch_bytes);
   size_t ring = shm_chan_stride(s);
   for (int j = 0; j < s->nranks; j++) {
     char* out = (char*)shm_chan_ctrl(s, s->rank, j);
@@ -281,6 +285,11 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_P2P_CELL_BYTES", chan / 4, 0, chan, &cell), r, fail);
   s->cell_bytes = (size_t)cell & ~(size_t)(SHM_LINE - 1);
   for (int j = 0; j < w; j++) s->p2p_own[j] = j == rank ? 0 : SHM_CELL_OUT;
+  /* on 2 ranks, AllGather's and AlltoAll's blocks up to this size go
+   * through the exchange cells (shm_xch.c) */
+  int64_t xch;
+  QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_XCH_BYTES", 128 << 10, 0, 1 << 30, &xch), r, fail);
+  s->xch_bytes = w == 2 ? ((size_t)xch + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1) : 0;
   s->timeout = timeout;
   /* oversubscribed ranks yield at once: the data they wait for needs the
    * core. Others poll 10 us: on the Zen 3 guest a longer poll slowed the

@@ -142,6 +142,8 @@ typedef struct shm {
   size_t rot_places;     /* and the most places in it */
   size_t chan_bytes;     /* ring bytes of one p2p channel (a power of two) */
   size_t cell_bytes;     /* bytes of one p2p channel's cell (shm_p2p.c), 0 = none */
+  size_t xch_bytes;      /* bytes of one exchange cell (shm_xch.c), 0 = none */
+  uint64_t xch_seq;      /* exchanges so far (shm_xch.c) */
   uint64_t chunk_seq;    /* next chunk number g */
   double timeout;        /* seconds without progress before qcclTimeout */
   uint32_t spin;         /* microseconds of polling before yielding */
@@ -180,6 +182,7 @@ typedef struct shm {
   char* slots;
   char* results;
   char* chans;
+  char* xch;     /* 2 exchange cells of xch_bytes (shm_xch.c) */
   char* scratch; /* chunk_bytes of private memory, or NULL until asked for */
   /* finished point-to-point requests kept for the next ones (shm_p2p.c; a
    * segment's transfers run on one thread at a time, as its calls do) */
@@ -289,6 +292,17 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
  * started at t0 and taking dt seconds tells. */
 int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now);
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
+
+/* The exchange cells of a 2-rank segment (shm_xch.c). shm_xch_use: whether
+ * a block of n bytes goes through them (the same answer on both ranks).
+ * For an exchange with chunk number g (shm_chunk_next): shm_xch_put
+ * writes n bytes of src into this rank's cell and posts 3g + 1;
+ * shm_xch_test: qcclSuccess once the peer did (a test as shm_test_rank);
+ * shm_xch_get then copies its n bytes into dst and posts 3g + 3. */
+int shm_xch_use(const shm_t* s, size_t n);
+void shm_xch_put(shm_t* s, uint64_t g, const void* src, size_t n);
+qcclResult_t shm_xch_test(shm_t* s, uint64_t g);
+void shm_xch_get(shm_t* s, uint64_t g, void* dst, size_t n);
 
 /* Publishes this rank's step. */
 static inline void shm_post(shm_t* s, uint64_t step) {

@@ -249,10 +249,14 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
 
 /* The cell a send of n bytes to peer may take (SHM_CELL_OUT or
  * SHM_CELL_IN), 0 when none: the one this rank took last when it holds
- * it, the lines it has just read. */
+ * it, the lines it has just read. None while this rank's handoffs stream
+ * (shm_handoff.c: its cores share no cache, and the lines go through
+ * memory either way; there cells took 1.16-1.26x the ring's time at
+ * 16-64 KiB, docs/PERF.md, "Cells that change hands"). */
 static unsigned shm_cell_pick(const shm_t* s, int peer, size_t n) {
   uint64_t own = s->p2p_own[peer];
-  if (n == 0 || n > s->cell_bytes || (own & (SHM_CELL_OUT | SHM_CELL_IN)) == 0) return 0;
+  if (n == 0 || n > s->cell_bytes || (own & (SHM_CELL_OUT | SHM_CELL_IN)) == 0 || s->nt_slow)
+    return 0;
   unsigned last = own & SHM_CELL_LAST ? SHM_CELL_IN : SHM_CELL_OUT;
   return own & last ? last : (unsigned)(own & (SHM_CELL_OUT | SHM_CELL_IN));
 }
