@@ -26,10 +26,11 @@
  *
  * Exchange cells (shm_xch.c): on 2 ranks where single copy does not apply
  * (the same on both ranks), a block up to QCCL_SHM_XCH_BYTES goes through
- * the segment's two exchange cells instead of the slots, each rank
- * writing the cell it read in the last exchange (with a shared cache 0.70-0.91
- * of the slots' time at 4-256 KiB, docs/PERF.md, "Cells that change
- * hands"); the own block is copied while the peer writes.
+ * a cell of the segment's two it holds, the one it read in the last
+ * exchange, or its slot where it holds none or its handoffs stream (with
+ * a shared cache 0.70-0.91 of the chunked path's time at 4-256 KiB,
+ * without 0.81-0.99; docs/PERF.md, "Cells that change hands"); the own
+ * block is copied once its block is out.
  *
  * Blocks of four slots and more that are not read whole go in half-slot
  * chunks, at the slot's two halves in turn, on every rank alike
@@ -59,7 +60,7 @@ typedef struct {
   uint64_t g;
 } ag_plan_t;
 
-enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END, AG_XCH };
+enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END, AG_XCH_PUT, AG_XCH };
 
 static qcclResult_t ag_progress(plan_t* p) {
   ag_plan_t* t = (ag_plan_t*)p;
@@ -87,10 +88,8 @@ static qcclResult_t ag_progress(plan_t* p) {
         if (!whole && shm_xch_use(s, bytes) && bytes * (size_t)w < s->share_min) {
           /* 2 ranks, a small block: through the exchange cells */
           t->g = shm_chunk_next(s);
-          shm_xch_put(s, t->g, in, bytes);
-          coll_stats_shm(comm, bytes);
-          if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
-          p->phase = AG_XCH;
+          t->rot = shm_rot(s, t->g, bytes);
+          p->phase = AG_XCH_PUT;
           break;
         }
         t->direct = t->mapped || (whole && cma_offer(s, in, bytes, 0, &t->reg));
@@ -183,9 +182,15 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* sendbuff is read in place: it must outlive every reader */
         if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;
+      case AG_XCH_PUT:
+        PLAN_TEST(p, shm_xch_put(s, t->g, t->rot, in, bytes));
+        coll_stats_shm(comm, bytes);
+        if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
+        p->phase = AG_XCH;
+        PLAN_FALLTHROUGH;
       case AG_XCH:
         PLAN_TEST(p, shm_xch_test(s, t->g));
-        shm_xch_get(s, t->g, out + (size_t)(1 - r) * bytes, bytes);
+        shm_xch_get(s, t->g, t->rot, out + (size_t)(1 - r) * bytes, bytes);
         return qcclSuccess;
       default:
         return QCCL_ERR(qcclInternalError, "allgather: phase %d", p->phase);

@@ -290,6 +290,11 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   int64_t xch;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_XCH_BYTES", 128 << 10, 0, 1 << 30, &xch), r, fail);
   s->xch_bytes = w == 2 ? ((size_t)xch + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1) : 0;
+  s->xch_own = 1u << rank; /* rank r holds cell r at first */
+  int64_t every;
+  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_XCH_SLOT_EVERY", 0, 0, 1000000, &every), r, fail);
+  s->xch_slot_every = (unsigned)every;
+  s->xch_last = (unsigned)rank;
   s->timeout = timeout;
   /* oversubscribed ranks yield at once: the data they wait for needs the
    * core. Others poll 10 us: on the Zen 3 guest a longer poll slowed the

@@ -52,7 +52,9 @@ typedef struct {
   uint64_t cma_probe;  /* address of a word peers read once to test CMA */
   uint64_t cma_value;  /* the word's value */
   _Atomic int32_t cpu; /* the CPU this rank last waited on (shm_wait_*) */
-  int32_t unused;
+  /* per exchange parity, where the exchange's block is (shm_xch.c): 0 in
+   * the slot, or 1 + the exchange cell; written before the post of 3g + 1 */
+  uint16_t xch_at[2];
   /* per chunk parity, for the chunk's input (SHM_REG_IN) and output
    * (SHM_REG_OUT): the qcclMemAlloc region holding this rank's buffer,
    * which peers map and read directly (id 0: none; shm_map.c); tag: the
@@ -142,8 +144,6 @@ typedef struct shm {
   size_t rot_places;     /* and the most places in it */
   size_t chan_bytes;     /* ring bytes of one p2p channel (a power of two) */
   size_t cell_bytes;     /* bytes of one p2p channel's cell (shm_p2p.c), 0 = none */
-  size_t xch_bytes;      /* bytes of one exchange cell (shm_xch.c), 0 = none */
-  uint64_t xch_seq;      /* exchanges so far (shm_xch.c) */
   uint64_t chunk_seq;    /* next chunk number g */
   double timeout;        /* seconds without progress before qcclTimeout */
   uint32_t spin;         /* microseconds of polling before yielding */
@@ -166,6 +166,14 @@ typedef struct shm {
   int peers_readable;    /* every local rank may read / map every other's memory */
   shm_peer_map_t* maps;  /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
   uint64_t map_clock;    /* lookups so far (shm_peer_map_t.used) */
+  /* the exchange of a 2-rank segment (shm_xch.c): bytes of a cell (0:
+   * none), the cells this rank holds (bit k: cell k) and the one it took
+   * last, exchanges ended (both ranks count alike), and for the tests
+   * QCCL_SHM_XCH_SLOT_EVERY and the exchanges begun */
+  size_t xch_bytes;
+  unsigned xch_own, xch_last;
+  uint64_t xch_seq;
+  unsigned xch_slot_every, xch_count;
   _Atomic int32_t* abort_rank;
   int check_watch; /* waits compare the peers' records of call check_call */
   /* called by every wait's slow check when set (a node of a communicator
@@ -293,16 +301,19 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
 int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now);
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
 
-/* The exchange cells of a 2-rank segment (shm_xch.c). shm_xch_use: whether
- * a block of n bytes goes through them (the same answer on both ranks).
- * For an exchange with chunk number g (shm_chunk_next): shm_xch_put
- * writes n bytes of src into this rank's cell and posts 3g + 1;
- * shm_xch_test: qcclSuccess once the peer did (a test as shm_test_rank);
- * shm_xch_get then copies its n bytes into dst and posts 3g + 3. */
+/* The exchange of a 2-rank segment (shm_xch.c). shm_xch_use: whether a
+ * block of n bytes is exchanged so (the same answer on both ranks). For
+ * an exchange with chunk number g (shm_chunk_next) and its place in the
+ * slots rot (shm_rot of g and n, the same on both ranks): shm_xch_put
+ * writes n bytes of src into a cell this rank holds or, once free, its
+ * slot, and posts 3g + 1 (qcclInProgress while the slot is not free: call
+ * it again); shm_xch_test: qcclSuccess once the peer did (a test as
+ * shm_test_rank); shm_xch_get then copies its n bytes into dst and posts
+ * 3g + 3. */
 int shm_xch_use(const shm_t* s, size_t n);
-void shm_xch_put(shm_t* s, uint64_t g, const void* src, size_t n);
+qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n);
 qcclResult_t shm_xch_test(shm_t* s, uint64_t g);
-void shm_xch_get(shm_t* s, uint64_t g, void* dst, size_t n);
+void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n);
 
 /* Publishes this rank's step. */
 static inline void shm_post(shm_t* s, uint64_t step) {

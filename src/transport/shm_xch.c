@@ -6,50 +6,91 @@
  * from call to call (shm_rot), so that a writer rarely stores into lines
  * the reader still holds; but those lines come from the shared cache at
  * best, and every store still takes its line for writing from wherever it
- * is. The exchange cells go the other way: the segment has two, and in
- * exchange e rank r writes cell (r + e) % 2 and reads the other. In the
- * next exchange each rank writes the cell it has just read: lines its own
- * cache holds (only the peer's copy to drop), the payload then read by
- * the peer straight from this core's cache. A scratch program of two
- * threads exchanging 4-256 KiB took 0.6-0.65 of the time so at 4-128 KiB
- * and 0.85 at 256 KiB, against a ring that moves on (docs/PERF.md, "Cells
- * that change hands").
+ * is. The exchange cells go the other way: the segment has two, a rank
+ * writes one it holds, and the peer, having read it, holds it. In an
+ * exchange each rank so writes the cell it read in the last one: lines
+ * its own cache holds (only the peer's copy to drop), the payload then
+ * read by the peer straight from this core's cache. A scratch program of
+ * two threads exchanging 4-256 KiB took 0.6-0.65 of the time so at 4-128
+ * KiB and 0.85 at 256 KiB, against a ring that moves on (docs/PERF.md,
+ * "Cells that change hands").
  *
- * No counter says a cell is free: the only writer of a cell after its
- * reader is that reader itself (exchange e + 1), and the peer writes it
- * again only at e + 2, after it has read what this rank wrote at e + 1,
- * which this rank wrote after it had read the cell. A rank is thus at
- * most one exchange ahead of the other, and the step counters carry the
- * rest: a rank posts 3g + 1 once its block is in its cell (g the
- * exchange's chunk number, taken from the same sequence as the slots'
- * chunks) and 3g + 3 once it has read the peer's, so the slots' tests of
- * later chunks (shm_test_chunk, shm_test_chunk_part) pass over an
- * exchange as over any chunk read everywhere.
+ * Who holds which cell follows from the exchanges alone: rank r holds
+ * cell r at first, gives a cell up when it writes it and takes it when it
+ * has read it, so a cell has one writer at a time and is never written
+ * before its reader is done. Each rank chooses for itself, exchange by
+ * exchange, between a cell it holds and its slot (the staged path of
+ * every chunk: shm_rot's place, once shm_test_chunk says the slot is
+ * free), and says which in its control line (xch_at, per exchange
+ * parity: both ranks count their exchanges alike, xch_seq) before its
+ * post. The peer reads it after the post; this rank writes the word of
+ * the same parity again only two exchanges on, after it has read the
+ * peer's next block, which the peer wrote after it had read this word.
+ * (Per chunk parity it was not safe: between two exchanges a rank may run
+ * eager calls, a Broadcast's root, that take chunk numbers without
+ * waiting for the peer, and so write the word of the next exchange at
+ * the parity of the last while the peer is about to read it.) A
+ * rank takes the slot while its handoffs stream (shm_handoff.c: its cores
+ * share no cache, the lines go through memory either way, and cells took
+ * 1.13-1.16x the slots' time at 64-256 KiB), or when it holds no cell.
  *
- * Both ranks must take an exchange for the same calls: shm_xch_use
- * depends on the segment and the block's size only.
+ * The exchange takes a chunk number from the slots' sequence and posts
+ * 3g + 1 once its block is out and 3g + 3 once it has read the peer's, so
+ * the slots' tests of later chunks (shm_test_chunk, shm_test_chunk_part)
+ * pass over it as over any chunk read everywhere. Both ranks must take an
+ * exchange for the same calls: shm_xch_use depends on the segment and the
+ * block's size only.
  */
 #include <string.h>
 
 #include "transport/shm.h"
 
 int shm_xch_use(const shm_t* s, size_t n) {
-  return s->nranks == 2 && n > 0 && n <= s->xch_bytes;
+  return s->nranks == 2 && n > 0 && n <= s->xch_bytes && n <= s->chunk_bytes;
 }
 
-void shm_xch_put(shm_t* s, uint64_t g, const void* src, size_t n) {
-  char* cell = s->xch + (size_t)((s->rank + s->xch_seq) & 1) * s->xch_bytes;
-  shm_handoff_copy(s, cell, src, n, 2 * n);
+/* The cell this rank writes next (0 or 1), or -1: the slot. Also the
+ * slot at every QCCL_SHM_XCH_SLOT_EVERY-th exchange of this rank, the
+ * ranks out of step (for the tests: both ways at once). */
+static int shm_xch_pick(shm_t* s) {
+  if (s->xch_own == 0 || s->nt_slow) return -1;
+  if (s->xch_slot_every > 0 && (s->xch_count++ + (unsigned)s->rank) % s->xch_slot_every == 0)
+    return -1;
+  if (s->xch_own & (1u << s->xch_last)) return (int)s->xch_last;
+  return s->xch_own & 1u ? 0 : 1;
+}
+
+qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n) {
+  int k = shm_xch_pick(s);
+  char* dst;
+  if (k >= 0) {
+    dst = s->xch + (size_t)k * s->xch_bytes;
+    s->xch_own &= ~(1u << k);
+  } else {
+    qcclResult_t r = shm_test_chunk(s, g);
+    if (r != qcclSuccess) return r;
+    dst = shm_slot(s, s->rank, g) + rot;
+  }
+  shm_handoff_copy(s, dst, src, n, 2 * n);
+  s->ctrl[s->rank].xch_at[s->xch_seq & 1] = (uint16_t)(k + 1);
   shm_post(s, 3 * g + 1);
+  return qcclSuccess;
 }
 
 qcclResult_t shm_xch_test(shm_t* s, uint64_t g) {
   return shm_test_rank(s, 1 - s->rank, 3 * g + 1);
 }
 
-void shm_xch_get(shm_t* s, uint64_t g, void* dst, size_t n) {
-  const char* cell = s->xch + (size_t)((1 - s->rank + s->xch_seq) & 1) * s->xch_bytes;
-  memcpy(dst, cell, n);
+void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n) {
+  int peer = 1 - s->rank;
+  int k = (int)s->ctrl[peer].xch_at[s->xch_seq & 1] - 1;
+  if (k >= 0) {
+    memcpy(dst, s->xch + (size_t)k * s->xch_bytes, n);
+    s->xch_own |= 1u << k;
+    s->xch_last = (unsigned)k;
+  } else {
+    memcpy(dst, shm_slot(s, peer, g) + rot, n);
+  }
   s->xch_seq++;
   shm_post(s, 3 * g + 3);
 }

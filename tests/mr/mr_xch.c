@@ -1,13 +1,16 @@
 /*
- * mr_xch - AllGather, AlltoAll, AllReduce and send/recv exchanges mixed in
- * one seeded sequence, as a trainer's step mixes them.
+ * mr_xch - AllGather, AlltoAll, AllReduce, send/recv exchanges and
+ * Broadcast mixed in one seeded sequence, as a trainer's step mixes them.
  *
- * On 2 ranks AllGather's and AlltoAll's small blocks go through the
- * segment's two exchange cells, which change hands at every exchange and
- * have no counter that says they are free (shm_xch.c); the send/recv
+ * On 2 ranks AllGather's and AlltoAll's small blocks go as one exchange
+ * through the segment's two exchange cells, which change hands with the
+ * exchanges and have no counter that says they are free, or a rank's slot
+ * (shm_xch.c); the send/recv
  * exchanges go through the pair's p2p cells, whose holder moves with each
  * message (shm_p2p.c); AllReduce goes through the slots, whose chunks'
- * tests pass over an exchange's chunk number. Each call's payload is
+ * tests pass over an exchange's chunk number; Broadcast's root returns
+ * before its readers have read (an eager call) and may begin its next
+ * exchange while the peer still reads the last one. Each call's payload is
  * distinct (the call's number, the source and the destination rank in
  * every byte's seed), so a cell written before its reader took it shows
  * as another call's bytes. Sizes 1 B-200 KiB around the exchange's
@@ -28,8 +31,8 @@
 
 #include "mr_util.h"
 
-enum { OP_AG, OP_A2A, OP_AR, OP_P2P, OP_N };
-static const char* op_name[OP_N] = {"allgather", "alltoall", "allreduce", "sendrecv"};
+enum { OP_AG, OP_A2A, OP_AR, OP_P2P, OP_BC, OP_N };
+static const char* op_name[OP_N] = {"allgather", "alltoall", "allreduce", "sendrecv", "broadcast"};
 
 /* byte i of the payload of call k from rank src meant for rank dst */
 static void payload(uint64_t seed, int k, int src, int dst, unsigned char* p, size_t n) {
@@ -78,6 +81,13 @@ static void prep(uint64_t* st, uint64_t seed, int W, int me, int k, call_t* x) {
     x->send = x->inplace ? x->rb.p : x->sb.p;
     int32_t* v = (int32_t*)(void*)x->send;
     for (size_t i = 0; i < cnt; i++) v[i] = (int32_t)((i * 7 + (size_t)k + (size_t)me) % 1000);
+  } else if (x->op == OP_BC) {
+    /* root k % W: a root returns once its data is staged, before the
+     * others have read it (an eager call), and may start its next call */
+    mr_buf_alloc(&x->rb, n, (size_t)k % 8);
+    mr_buf_alloc(&x->sb, x->inplace ? 0 : n, (size_t)(k + 1) % 8);
+    x->send = x->inplace ? x->rb.p : x->sb.p;
+    if (me == k % W) payload(seed, k, me, -1, x->send, n);
   } else {
     mr_buf_alloc(&x->sb, n, (size_t)k % 8);
     mr_buf_alloc(&x->rb, n, (size_t)(k + 1) % 8);
@@ -86,7 +96,7 @@ static void prep(uint64_t* st, uint64_t seed, int W, int me, int k, call_t* x) {
   }
 }
 
-static void run(mr_case_t* c, mr_t* t, call_t* x) {
+static void run(mr_case_t* c, mr_t* t, int k, call_t* x) {
   const int W = t->nranks, me = t->rank;
   size_t n = x->n;
   if (x->op == OP_AG) {
@@ -95,6 +105,8 @@ static void run(mr_case_t* c, mr_t* t, call_t* x) {
     MR_OK(c, qcclAlltoAll(x->send, x->rb.p, n, qcclUint8, t->comm, NULL));
   } else if (x->op == OP_AR) {
     MR_OK(c, qcclAllReduce(x->send, x->rb.p, (n + 3) / 4, qcclInt32, qcclSum, t->comm, NULL));
+  } else if (x->op == OP_BC) {
+    MR_OK(c, qcclBroadcast(x->send, x->rb.p, n, qcclUint8, k % W, t->comm, NULL));
   } else {
     /* an exchange with the neighbours in a group: to r + 1, from r - 1 */
     MR_OK(c, qcclGroupStart());
@@ -126,6 +138,9 @@ static void verify(mr_case_t* c, uint64_t seed, int W, int me, int k, call_t* x,
         break;
       }
     }
+  } else if (x->op == OP_BC) {
+    payload(seed, k, k % W, -1, want, n);
+    if (memcmp(x->rb.p, want, n) != 0) mr_case_fail(c, "%s: recvbuff differs", what);
   } else {
     int from = (me + W - 1) % W;
     payload(seed, k, from, me, want, n);
@@ -156,7 +171,7 @@ int main(int argc, char** argv) {
       int sleeper = (int)mr_rand_range(&st, 0, (size_t)W * 4); /* a rank, or none */
       useconds_t nap = (useconds_t)mr_rand_range(&st, 0, 2000);
       if (sleeper == me) usleep(nap);
-      for (int i = 0; i < nb; i++) run(&c, &t, &x[i]);
+      for (int i = 0; i < nb; i++) run(&c, &t, k0 + i, &x[i]);
       for (int i = 0; i < nb; i++) verify(&c, c.cseed, W, me, k0 + i, &x[i], want);
     }
     free(want);
