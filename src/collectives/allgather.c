@@ -85,7 +85,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         t->mapped = shm_reg_find(s, in, bytes, &t->reg);
         /* else, from CMA's threshold: the peers read it single copy */
         whole = cma_allgather_use(s, w, bytes);
-        if (!whole && shm_xch_use(s, bytes) && bytes * (size_t)w < s->share_min) {
+        if (!whole && shm_xch_use(s, bytes)) {
           /* 2 ranks, a small block: through the exchange cells */
           t->g = shm_chunk_next(s);
           t->rot = shm_rot(s, t->g, bytes);

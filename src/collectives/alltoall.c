@@ -113,7 +113,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
           copy_out(out, in, bytes, stream);
           return qcclSuccess;
         }
-        if (!cma_a2a_use(s, bytes) && shm_xch_use(s, bytes) && bytes * (size_t)w < s->share_min) {
+        if (!cma_a2a_use(s, bytes) && shm_xch_use(s, bytes)) {
           /* 2 ranks, a small piece: through the exchange cells */
           t->g = shm_chunk_next(s);
           t->rot = shm_rot(s, t->g, bytes);

@@ -175,7 +175,8 @@ static qcclResult_t shm_attach_memfd(shm_t* s, bootstrap_t* boot, char* names, i
       close(f);
       r = QCCL_ERR(qcclInvalidUsage,
                    "the node segment has %zu bytes, rank %d expects %zu (ranks disagree on "
-                   "QCCL_SHM_CHUNK_BYTES or QCCL_SHM_P2P_BYTES)",
+                   "QCCL_SHM_CHUNK_BYTES, QCCL_SHM_P2P_BYTES, QCCL_SHM_P2P_CELL_BYTES or "
+                   "QCCL_SHM_XCH_BYTES)",
                    size, rank, s->bytes);
       goto out;
     }
@@ -289,12 +290,13 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
    * through the exchange cells (shm_xch.c) */
   int64_t xch;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_XCH_BYTES", 128 << 10, 0, 1 << 30, &xch), r, fail);
+  if ((size_t)xch > s->chunk_bytes) xch = (int64_t)s->chunk_bytes; /* at most a slot */
   s->xch_bytes = w == 2 ? ((size_t)xch + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1) : 0;
-  s->xch_own = 1u << rank; /* rank r holds cell r at first */
+  s->xch_own = w == 2 ? 1u << rank : 0; /* rank r holds cell r at first */
   int64_t every;
   QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_XCH_SLOT_EVERY", 0, 0, 1000000, &every), r, fail);
   s->xch_slot_every = (unsigned)every;
-  s->xch_last = (unsigned)rank;
+  s->xch_last = w == 2 ? (unsigned)rank : 0;
   s->timeout = timeout;
   /* oversubscribed ranks yield at once: the data they wait for needs the
    * core. Others poll 10 us: on the Zen 3 guest a longer poll slowed the

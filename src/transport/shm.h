@@ -169,7 +169,7 @@ typedef struct shm {
   /* the exchange of a 2-rank segment (shm_xch.c): bytes of a cell (0:
    * none), the cells this rank holds (bit k: cell k) and the one it took
    * last, exchanges ended (both ranks count alike), and for the tests
-   * QCCL_SHM_XCH_SLOT_EVERY and the exchanges begun */
+   * QCCL_SHM_XCH_SLOT_EVERY and the picks made (retries counted) */
   size_t xch_bytes;
   unsigned xch_own, xch_last;
   uint64_t xch_seq;

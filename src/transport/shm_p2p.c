@@ -86,8 +86,10 @@
 #include "transport/transport.h"
 
 #define P2P_MAGIC 0x50325051u /* "QP2P" */
-/* magic (4), kind (4: P2P_STAGED or P2P_CMA), payload bytes (8), the
- * sender's buffer address for P2P_CMA (8), zeros to a cache line: with the
+/* magic (4), kind (4: P2P_STAGED, P2P_CMA or P2P_CELL), payload bytes (8),
+ * the sender's buffer address for P2P_CMA or which cell for P2P_CELL (0:
+ * the sender's channel's, 1: the receiver's) (8), for P2P_CMA the
+ * message's number (8), zeros to a cache line: with the
  * payload padded to whole lines too, every payload starts on a line of the
  * ring and no line holds the ends of two messages */
 #define P2P_HDR 64
@@ -99,9 +101,15 @@ enum { P2P_STAGED = 0, P2P_CMA = 1, P2P_CELL = 2 };
 typedef struct {
   int send;
   int peer;
-  int cma;           /* single copy: the ring carries only the header */
-  int flex;          /* a single-copy send the sender may take back once released */
-  int cell;          /* the payload goes through one of the pair's cells */
+  int cma;  /* single copy: the ring carries only the header */
+  int flex; /* a single-copy send the sender may take back once released */
+  int cell; /* the payload goes through one of the pair's cells */
+  /* a send's cell (SHM_CELL_OUT or _IN, 0: the ring), chosen at its
+   * header's first try and kept: a header the full ring held back must
+   * not go out later saying otherwise (the handoffs may have turned to
+   * streaming meanwhile); the cell stays this rank's until it goes */
+  unsigned cell_bit;
+  int cell_chosen;
   double release_at; /* clock_now() when the caller released it (transport.h), else 0 */
   uint64_t seq;      /* a single-copy send: its number in the pair's cma_sent */
   char* buf;
@@ -388,7 +396,11 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
       /* a header goes whole (it is one line); a staged send offers the
        * payload with it, when the ring has room for both */
       int whole;
-      unsigned bit = q->send && !q->cma ? shm_cell_pick(s, q->peer, q->bytes) : 0;
+      if (q->send && !q->cell_chosen) {
+        q->cell_bit = q->cma ? 0 : shm_cell_pick(s, q->peer, q->bytes);
+        q->cell_chosen = 1;
+      }
+      unsigned bit = q->send ? q->cell_bit : 0;
       if (bit != 0) {
         /* the cell this rank holds: the payload goes there, the header
          * says which (the receiver's SHM_CELL_IN is the sender's OUT) */
