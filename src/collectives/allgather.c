@@ -53,6 +53,7 @@ typedef struct {
   shm_reg_t reg;
   int mapped, direct, offered, k, own_done;
   int half;    /* in half-slot chunks (shm_half_span) */
+  int xch;     /* the exchange's stage (node_xch) */
   size_t span; /* bytes per chunk: chunk_bytes, or the whole block */
   share_job_t job;
   size_t off;
@@ -60,7 +61,7 @@ typedef struct {
   uint64_t g;
 } ag_plan_t;
 
-enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END, AG_XCH_PUT, AG_XCH };
+enum { AG_START, AG_CHUNK, AG_FREE, AG_SHARE, AG_SHARED, AG_READ, AG_END, AG_XCH };
 
 static qcclResult_t ag_progress(plan_t* p) {
   ag_plan_t* t = (ag_plan_t*)p;
@@ -81,17 +82,18 @@ static qcclResult_t ag_progress(plan_t* p) {
           if (out != in) copy_out(out, in, bytes, stream);
           return qcclSuccess;
         }
-        /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
-        t->mapped = shm_reg_find(s, in, bytes, &t->reg);
-        /* else, from CMA's threshold: the peers read it single copy */
+        /* from CMA's threshold the peers read a plain sendbuff single copy */
         whole = cma_allgather_use(s, w, bytes);
         if (!whole && shm_xch_use(s, bytes)) {
-          /* 2 ranks, a small block: through the exchange cells */
+          /* else on 2 ranks a small block is one exchange (shm_xch.c) */
           t->g = shm_chunk_next(s);
           t->rot = shm_rot(s, t->g, bytes);
-          p->phase = AG_XCH_PUT;
+          t->xch = 0;
+          p->phase = AG_XCH;
           break;
         }
+        /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
+        t->mapped = shm_reg_find(s, in, bytes, &t->reg);
         t->direct = t->mapped || (whole && cma_offer(s, in, bytes, 0, &t->reg));
         /* every rank reads every block whole in the first chunk (each
          * rank's buffer single copy or mapped): one chunk */
@@ -182,16 +184,9 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* sendbuff is read in place: it must outlive every reader */
         if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;
-      case AG_XCH_PUT:
-        PLAN_TEST(p, shm_xch_put(s, t->g, t->rot, in, bytes));
-        coll_stats_shm(comm, bytes);
-        if (out + (size_t)r * bytes != in) copy_out(out + (size_t)r * bytes, in, bytes, stream);
-        p->phase = AG_XCH;
-        PLAN_FALLTHROUGH;
       case AG_XCH:
-        PLAN_TEST(p, shm_xch_test(s, t->g));
-        shm_xch_get(s, t->g, t->rot, out + (size_t)(1 - r) * bytes, bytes);
-        return qcclSuccess;
+        return node_xch(p, &t->xch, t->g, t->rot, in, bytes, out + (size_t)r * bytes, in,
+                        out + (size_t)(1 - r) * bytes, stream);
       default:
         return QCCL_ERR(qcclInternalError, "allgather: phase %d", p->phase);
     }

@@ -50,6 +50,7 @@ typedef struct {
   shm_reg_t reg;
   int mapped, direct, offered, own_done;
   int left; /* peers whose pieces of this chunk are still to read */
+  int xch;  /* the exchange's stage (node_xch) */
   share_job_t job;
   size_t off;
   size_t rot; /* where the chunk goes in the slots (shm_rot) */
@@ -57,17 +58,7 @@ typedef struct {
   unsigned char got[]; /* [W]: this chunk's piece of peer j read */
 } a2a_plan_t;
 
-enum {
-  A2A_START,
-  A2A_CHUNK,
-  A2A_FREE,
-  A2A_SHARE,
-  A2A_SHARED,
-  A2A_READ,
-  A2A_END,
-  A2A_XCH_PUT,
-  A2A_XCH
-};
+enum { A2A_START, A2A_CHUNK, A2A_FREE, A2A_SHARE, A2A_SHARED, A2A_READ, A2A_END, A2A_XCH };
 
 /* The next of the w ranks after r in turn that posted step and whose
  * piece of the chunk this rank has not read (got[j] 0): qcclSuccess with
@@ -117,7 +108,8 @@ static qcclResult_t a2a_progress(plan_t* p) {
           /* 2 ranks, a small piece: through the exchange cells */
           t->g = shm_chunk_next(s);
           t->rot = shm_rot(s, t->g, bytes);
-          p->phase = A2A_XCH_PUT;
+          t->xch = 0;
+          p->phase = A2A_XCH;
           break;
         }
         /* qcclMemAlloc memory: the peers read their pieces where they are */
@@ -216,16 +208,10 @@ static qcclResult_t a2a_progress(plan_t* p) {
         /* sendbuff is read in place: it must outlive every reader */
         if (t->direct) PLAN_TEST(p, shm_test_all(s, 3 * t->g + 3));
         return qcclSuccess;
-      case A2A_XCH_PUT:
-        PLAN_TEST(p, shm_xch_put(s, t->g, t->rot, in + (size_t)(1 - r) * bytes, bytes));
-        coll_stats_shm(comm, bytes);
-        if (out != in) copy_out(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes, stream);
-        p->phase = A2A_XCH;
-        PLAN_FALLTHROUGH;
       case A2A_XCH:
-        PLAN_TEST(p, shm_xch_test(s, t->g));
-        shm_xch_get(s, t->g, t->rot, out + (size_t)(1 - r) * bytes, bytes);
-        return qcclSuccess;
+        return node_xch(p, &t->xch, t->g, t->rot, in + (size_t)(1 - r) * bytes, bytes,
+                        out + (size_t)r * bytes, in + (size_t)r * bytes,
+                        out + (size_t)(1 - r) * bytes, stream);
       default:
         return QCCL_ERR(qcclInternalError, "alltoall: phase %d", p->phase);
     }

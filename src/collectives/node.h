@@ -73,6 +73,26 @@ static inline int node_own_copy(char* out, const char* own, size_t bytes, size_t
   return 1;
 }
 
+/* A 2-rank exchange (transport/shm_xch.c, chunk g at place rot of the
+ * slots) as a plan's step (allgather.c, alltoall.c): at stage 0 (*stage)
+ * this rank's n bytes at mine go out, then its own block is copied (own
+ * to own_dst, unless they are the same bytes); then, once the peer's
+ * block is out, it is read into peer_dst. qcclSuccess when done. */
+static inline qcclResult_t node_xch(plan_t* p, int* stage, uint64_t g, size_t rot, const char* mine,
+                                    size_t n, char* own_dst, const char* own, char* peer_dst,
+                                    int stream) {
+  shm_t* s = p->comm->shm;
+  if (*stage == 0) {
+    PLAN_TEST(p, shm_xch_put(s, g, rot, mine, n));
+    coll_stats_shm(p->comm, n);
+    if (own_dst != own) copy_out(own_dst, own, n, stream);
+    *stage = 1;
+  }
+  PLAN_TEST(p, shm_xch_test(s, g));
+  shm_xch_get(s, g, rot, peer_dst, n);
+  return qcclSuccess;
+}
+
 /* The split's piece k (of nstaged, one per staged chunk) of the bytes
  * [end, bytes) that cross in the kernel, in whole pages. */
 static inline void node_split_piece(size_t bytes, size_t end, size_t nstaged, size_t k, size_t* lo,

@@ -74,10 +74,11 @@ static void prep(uint64_t* st, uint64_t seed, int W, int me, int k, call_t* x) {
     x->send = x->sb.p;
     for (int j = 0; j < W; j++) payload(seed, k, me, j, x->send + (size_t)j * n, n);
   } else if (x->op == OP_AR) {
-    /* int32 sums, exact: each rank's words are small */
+    /* int32 sums, exact: each rank's words are small; the buffers aligned
+     * to their element (4 or 8 bytes past an aligned address) */
     size_t cnt = (n + 3) / 4;
-    mr_buf_alloc(&x->rb, cnt * 4, (size_t)k % 8);
-    mr_buf_alloc(&x->sb, x->inplace ? 0 : cnt * 4, (size_t)(k + 1) % 8);
+    mr_buf_alloc(&x->rb, cnt * 4, (size_t)(k % 2) * 4);
+    mr_buf_alloc(&x->sb, x->inplace ? 0 : cnt * 4, (size_t)((k + 1) % 2) * 4);
     x->send = x->inplace ? x->rb.p : x->sb.p;
     int32_t* v = (int32_t*)(void*)x->send;
     for (size_t i = 0; i < cnt; i++) v[i] = (int32_t)((i * 7 + (size_t)k + (size_t)me) % 1000);
