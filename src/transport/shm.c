@@ -245,7 +245,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   int rank = boot_rank(boot), w = boot_nranks(boot);
   char* names = calloc((size_t)w, SHM_NAME_BYTES);
   shm_t* s = calloc(1, sizeof *s);
-  /* and p2p_key, check_saw, p2p_own */
+  /* and p2p_key, check_saw, p2p_hold */
   uint64_t* tail_seen = calloc(4 * (size_t)w, sizeof *tail_seen);
   if (!s || !names || !tail_seen) {
     free(s);
@@ -277,7 +277,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   s->tail_seen = tail_seen;
   s->p2p_key = tail_seen + w;
   s->check_saw = tail_seen + 2 * (size_t)w;
-  s->p2p_own = tail_seen + 3 * (size_t)w;
+  s->p2p_hold = tail_seen + 3 * (size_t)w;
   s->chunk_bytes = (size_t)chunk & ~(size_t)63;
   s->chan_bytes = (size_t)chan;
   /* each channel's cell, a quarter of its ring: a message that fits goes
@@ -285,18 +285,17 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   int64_t cell;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_P2P_CELL_BYTES", chan / 4, 0, chan, &cell), r, fail);
   s->cell_bytes = (size_t)cell & ~(size_t)(SHM_LINE - 1);
-  for (int j = 0; j < w; j++) s->p2p_own[j] = j == rank ? 0 : SHM_CELL_OUT;
+  for (int j = 0; j < w; j++) s->p2p_hold[j] = j == rank ? 0 : shm_hold_take(0, 0);
   /* on 2 ranks, AllGather's and AlltoAll's blocks up to this size go
    * through the exchange cells (shm_xch.c) */
   int64_t xch;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_XCH_BYTES", 128 << 10, 0, 1 << 30, &xch), r, fail);
   if ((size_t)xch > s->chunk_bytes) xch = (int64_t)s->chunk_bytes; /* at most a slot */
   s->xch_bytes = w == 2 ? ((size_t)xch + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1) : 0;
-  s->xch_own = w == 2 ? 1u << rank : 0; /* rank r holds cell r at first */
+  s->xch_hold = w == 2 ? shm_hold_take(0, rank) : 0; /* rank r holds cell r at first */
   int64_t every;
   QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_XCH_SLOT_EVERY", 0, 0, 1000000, &every), r, fail);
   s->xch_slot_every = (unsigned)every;
-  s->xch_last = w == 2 ? (unsigned)rank : 0;
   s->timeout = timeout;
   /* oversubscribed ranks yield at once: the data they wait for needs the
    * core. Others poll 10 us: on the Zen 3 guest a longer poll slowed the

@@ -126,11 +126,33 @@ typedef struct {
 } shm_chan_ctrl_t;
 
 #define SHM_P2P_KEEP 4
-/* shm_t.p2p_own: the cell of this rank's channel to the peer, and of the
- * peer's channel to this rank; SHM_CELL_LAST: the one it took last */
-#define SHM_CELL_OUT 1u
-#define SHM_CELL_IN 2u
-#define SHM_CELL_LAST 4u
+/* Two cells that change hands: the p2p cells of a pair of channels
+ * (shm_p2p.c; cell 0 is this rank's channel's, 1 the peer's) and the
+ * exchange cells of a 2-rank segment (shm_xch.c). A rank gives a cell up
+ * when it writes it and takes it when it has read it, so a cell has one
+ * writer at a time and is never written before its reader is done; of
+ * the two it writes first the one it took last, lines its own cache
+ * holds. A hold word says which: bit k, cell k held; SHM_HOLD_LAST, cell
+ * 1 was the one taken last. */
+#define SHM_HOLD_LAST 4u
+
+/* The cell to write next (0 or 1), -1 when this rank holds none. */
+static inline int shm_hold_pick(uint64_t h) {
+  if ((h & 3u) == 0) return -1;
+  int last = (h & SHM_HOLD_LAST) != 0;
+  return h & (1u << last) ? last : (h & 1u ? 0 : 1);
+}
+
+/* Cell k written: the peer's now. */
+static inline uint64_t shm_hold_give(uint64_t h, int k) {
+  return h & ~(uint64_t)(1u << k);
+}
+
+/* Cell k read: this rank's, and the one taken last. */
+static inline uint64_t shm_hold_take(uint64_t h, int k) {
+  return (h & 3u) | (1u << k) | (k ? SHM_HOLD_LAST : 0);
+}
+
 /* chunks whose slot parts shm_test_chunk_part remembers: how far a rank may
  * run ahead of the slowest reader in small eager calls */
 #define SHM_PART_HIST 32
@@ -167,11 +189,11 @@ typedef struct shm {
   shm_peer_map_t* maps;  /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
   uint64_t map_clock;    /* lookups so far (shm_peer_map_t.used) */
   /* the exchange of a 2-rank segment (shm_xch.c): bytes of a cell (0:
-   * none), the cells this rank holds (bit k: cell k) and the one it took
-   * last, exchanges ended (both ranks count alike), and for the tests
+   * none), the cells this rank holds (a hold word, shm_hold_*), exchanges
+   * ended (both ranks count alike), and for the tests
    * QCCL_SHM_XCH_SLOT_EVERY and the picks made (retries counted) */
   size_t xch_bytes;
-  unsigned xch_own, xch_last;
+  uint64_t xch_hold;
   uint64_t xch_seq;
   unsigned xch_slot_every, xch_count;
   _Atomic int32_t* abort_rank;
@@ -204,8 +226,9 @@ typedef struct shm {
    * (the second part of tail_seen's allocation) */
   uint64_t* p2p_key;
   /* [nranks]: the cells of the channels with each peer this rank may
-   * write (shm_p2p.c, SHM_CELL_*; the fourth part of tail_seen's) */
-  uint64_t* p2p_own;
+   * write (shm_p2p.c; hold words, shm_hold_*; the fourth part of
+   * tail_seen's) */
+  uint64_t* p2p_hold;
   /* shm_test_chunk_part: the part of its slot each of this rank's recent
    * chunks wrote, at [g % SHM_PART_HIST] (g1 = g + 1; 0: none recorded),
    * and the last chunk whose guard was found (part_g1 = g + 1) with the

@@ -104,11 +104,12 @@ typedef struct {
   int cma;  /* single copy: the ring carries only the header */
   int flex; /* a single-copy send the sender may take back once released */
   int cell; /* the payload goes through one of the pair's cells */
-  /* a send's cell (SHM_CELL_OUT or _IN, 0: the ring), chosen at its
-   * header's first try and kept: a header the full ring held back must
-   * not go out later saying otherwise (the handoffs may have turned to
-   * streaming meanwhile); the cell stays this rank's until it goes */
-  unsigned cell_bit;
+  /* a send's cell (0: this rank's channel's, 1: the peer's, -1: the
+   * ring), chosen at its header's first try and kept: a header the full
+   * ring held back must not go out later saying otherwise (the handoffs
+   * may have turned to streaming meanwhile); the cell stays this rank's
+   * until it goes */
+  int cell_k;
   int cell_chosen;
   double release_at; /* clock_now() when the caller released it (transport.h), else 0 */
   uint64_t seq;      /* a single-copy send: its number in the pair's cma_sent */
@@ -255,23 +256,21 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
   return k;
 }
 
-/* The cell a send of n bytes to peer may take (SHM_CELL_OUT or
- * SHM_CELL_IN), 0 when none: the one this rank took last when it holds
- * it, the lines it has just read. None while this rank's handoffs stream
+/* The cell a send of n bytes to peer may take (0 or 1, shm.h's hold
+ * words), -1 when none: the one this rank took last when it holds it,
+ * the lines it has just read. None while this rank's handoffs stream
  * (shm_handoff.c: its cores share no cache, and the lines go through
  * memory either way; there cells took 1.16-1.26x the ring's time at
  * 16-64 KiB, docs/PERF.md, "Cells that change hands"). */
-static unsigned shm_cell_pick(const shm_t* s, int peer, size_t n) {
-  uint64_t own = s->p2p_own[peer];
-  if (n == 0 || n > s->cell_bytes || (own & (SHM_CELL_OUT | SHM_CELL_IN)) == 0 || s->nt_slow)
-    return 0;
-  unsigned last = own & SHM_CELL_LAST ? SHM_CELL_IN : SHM_CELL_OUT;
-  return own & last ? last : (unsigned)(own & (SHM_CELL_OUT | SHM_CELL_IN));
+static int shm_cell_pick(const shm_t* s, int peer, size_t n) {
+  if (n == 0 || n > s->cell_bytes || s->nt_slow) return -1;
+  return shm_hold_pick(s->p2p_hold[peer]);
 }
 
-/* The cell bit of channel owner, peer (which) as this rank names it. */
-static char* shm_cell_at(shm_t* s, int peer, unsigned bit) {
-  return bit == SHM_CELL_OUT ? shm_chan_cell(s, s->rank, peer) : shm_chan_cell(s, peer, s->rank);
+/* Cell k of the pair with peer as this rank names it: 0 is its own
+ * channel's, 1 the peer's channel's. */
+static char* shm_cell_at(shm_t* s, int peer, int k) {
+  return k == 0 ? shm_chan_cell(s, s->rank, peer) : shm_chan_cell(s, peer, s->rank);
 }
 
 /* A request: one the segment kept, else a new one. */
@@ -397,21 +396,21 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
        * payload with it, when the ring has room for both */
       int whole;
       if (q->send && !q->cell_chosen) {
-        q->cell_bit = q->cma ? 0 : shm_cell_pick(s, q->peer, q->bytes);
+        q->cell_k = q->cma ? -1 : shm_cell_pick(s, q->peer, q->bytes);
         q->cell_chosen = 1;
       }
-      unsigned bit = q->send ? q->cell_bit : 0;
-      if (bit != 0) {
+      if (q->send && q->cell_k >= 0) {
         /* the cell this rank holds: the payload goes there, the header
-         * says which (the receiver's SHM_CELL_IN is the sender's OUT) */
+         * says which as the sender names it (the receiver's cell 1 is the
+         * sender's 0) */
         uint32_t kind = P2P_CELL;
-        uint64_t which = bit == SHM_CELL_IN;
+        uint64_t which = (uint64_t)q->cell_k;
         memcpy(q->hdr + 4, &kind, 4);
         memcpy(q->hdr + 16, &which, 8);
         k = shm_push_header(s, q->peer, q->hdr, q->buf, q->bytes, 0, 0,
-                            shm_cell_at(s, q->peer, bit));
+                            shm_cell_at(s, q->peer, q->cell_k));
         if (k != 0) {
-          s->p2p_own[q->peer] &= ~(uint64_t)bit;
+          s->p2p_hold[q->peer] = shm_hold_give(s->p2p_hold[q->peer], q->cell_k);
           q->cell = 1;
           q->pad = 0;
           total = P2P_HDR + q->bytes;
@@ -433,10 +432,9 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
            * message it refused is dropped, the cell taken all the same) */
           uint64_t which;
           memcpy(&which, q->hdr + 16, 8);
-          unsigned bit = which ? SHM_CELL_OUT : SHM_CELL_IN;
-          if (r == qcclSuccess) memcpy(q->buf, shm_cell_at(s, q->peer, bit), q->bytes);
-          s->p2p_own[q->peer] = (s->p2p_own[q->peer] & ~(uint64_t)SHM_CELL_LAST) | bit |
-                                (bit == SHM_CELL_IN ? SHM_CELL_LAST : 0);
+          int ck = which ? 0 : 1;
+          if (r == qcclSuccess) memcpy(q->buf, shm_cell_at(s, q->peer, ck), q->bytes);
+          s->p2p_hold[q->peer] = shm_hold_take(s->p2p_hold[q->peer], ck);
           k += q->bytes;
         }
         if (r == qcclSuccess && q->cma) {

@@ -17,8 +17,8 @@
  *
  * Who holds which cell follows from the exchanges alone: rank r holds
  * cell r at first, gives a cell up when it writes it and takes it when it
- * has read it, so a cell has one writer at a time and is never written
- * before its reader is done. Each rank chooses for itself, exchange by
+ * has read it (shm.h, shm_hold_*), so a cell has one writer at a time and
+ * is never written before its reader is done. Each rank chooses for itself, exchange by
  * exchange, between a cell it holds and its slot (the staged path of
  * every chunk: shm_rot's place, once shm_test_chunk says the slot is
  * free), and says which in its control line (xch_at, per exchange
@@ -46,18 +46,17 @@
 #include "transport/shm.h"
 
 int shm_xch_use(const shm_t* s, size_t n) {
-  return s->nranks == 2 && n > 0 && n <= s->xch_bytes && n <= s->chunk_bytes;
+  return s->nranks == 2 && n > 0 && n <= s->xch_bytes; /* xch_bytes: at most a slot */
 }
 
 /* The cell this rank writes next (0 or 1), or -1: the slot. Also the
  * slot at every QCCL_SHM_XCH_SLOT_EVERY-th exchange of this rank, the
  * ranks out of step (for the tests: both ways at once). */
 static int shm_xch_pick(shm_t* s) {
-  if (s->xch_own == 0 || s->nt_slow) return -1;
+  if (s->nt_slow) return -1;
   if (s->xch_slot_every > 0 && (s->xch_count++ + (unsigned)s->rank) % s->xch_slot_every == 0)
     return -1;
-  if (s->xch_own & (1u << s->xch_last)) return (int)s->xch_last;
-  return s->xch_own & 1u ? 0 : 1;
+  return shm_hold_pick(s->xch_hold);
 }
 
 qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n) {
@@ -65,7 +64,7 @@ qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size
   char* dst;
   if (k >= 0) {
     dst = s->xch + (size_t)k * s->xch_bytes;
-    s->xch_own &= ~(1u << k);
+    s->xch_hold = shm_hold_give(s->xch_hold, k);
   } else {
     qcclResult_t r = shm_test_chunk(s, g);
     if (r != qcclSuccess) return r;
@@ -86,8 +85,7 @@ void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n) {
   int k = (int)s->ctrl[peer].xch_at[s->xch_seq & 1] - 1;
   if (k >= 0) {
     memcpy(dst, s->xch + (size_t)k * s->xch_bytes, n);
-    s->xch_own |= 1u << k;
-    s->xch_last = (unsigned)k;
+    s->xch_hold = shm_hold_take(s->xch_hold, k);
   } else {
     memcpy(dst, shm_slot(s, peer, g) + rot, n);
   }
