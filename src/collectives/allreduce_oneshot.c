@@ -24,6 +24,16 @@
  * while the second is on its way: a post had to wait for every line staged
  * before it to leave the writer's cache, and the reduction for the post.
  *
+ * On 2 ranks, where the exchange cells apply (shm_xch.c: up to
+ * QCCL_SHM_XCH_BYTES, 128 KiB), the input goes whole through the cell the
+ * rank read last, or its slot where it holds none or its handoffs stream,
+ * and each rank reduces the peer's straight from there: against the slot
+ * in halves (the AMD guest, 2 ranks, out of place) 4 KiB 0.91 of the time,
+ * 16 KiB 0.81, 32 KiB 0.84, and with the limit raised from 32 to 128 KiB
+ * 64 KiB 0.42-0.45 and 128 KiB 0.68 of the chunked path's time, with a
+ * shared cache; without one 0.59-0.90 (docs/PERF.md, "The one-handoff
+ * AllReduce through the exchange cells").
+ *
  * Which calls take it (node_allreduce_oneshot_fits): at most one slot, and
  * at most allreduce_oneshot_default(W) bytes (or rank 0's
  * QCCL_ALLREDUCE_ONESHOT_BYTES), which falls with W since every rank reads
@@ -42,7 +52,7 @@
 /* The largest call (bytes) taken here on W ranks, unless
  * QCCL_ALLREDUCE_ONESHOT_BYTES says otherwise. */
 static size_t allreduce_oneshot_default(int w) {
-  return w <= 2 ? (size_t)32 << 10 : (size_t)1 << 10;
+  return w <= 2 ? (size_t)128 << 10 : (size_t)1 << 10;
 }
 
 int node_allreduce_oneshot_fits(qcclComm_t comm, size_t bytes) {
@@ -59,7 +69,7 @@ typedef struct {
   size_t rot; /* where in the slots (shm_rot) */
 } oneshot_plan_t;
 
-enum { ONESHOT_START, ONESHOT_FREE, ONESHOT_STAGED, ONESHOT_STAGED2 };
+enum { ONESHOT_START, ONESHOT_FREE, ONESHOT_STAGED, ONESHOT_STAGED2, ONESHOT_XCH, ONESHOT_XCHED };
 
 /* Calls from here stage and reduce in two halves: 8 KiB 2.15 -> 1.97 us,
  * 16 KiB 3.55 -> 3.32, but 4 KiB 1.40 -> 1.48 (2 ranks, Xeon guest). */
@@ -80,6 +90,10 @@ static qcclResult_t oneshot_progress(plan_t* p) {
     case ONESHOT_START:
       t->g = shm_chunk_next(s);
       t->rot = shm_rot(s, t->g, n);
+      if (shm_xch_use(s, n)) {
+        p->phase = ONESHOT_XCH;
+        return oneshot_progress(p);
+      }
       p->phase = ONESHOT_FREE;
       PLAN_FALLTHROUGH;
     case ONESHOT_FREE:
@@ -115,6 +129,19 @@ static qcclResult_t oneshot_progress(plan_t* p) {
       shm_post(s, 3 * t->g + 3);
       return qcclSuccess;
     }
+    case ONESHOT_XCH:
+      /* 2 ranks: the input whole through an exchange cell (shm_xch.c) */
+      PLAN_TEST(p, shm_xch_put(s, t->g, t->rot, a->sendbuff, n));
+      coll_stats_shm(comm, n);
+      p->phase = ONESHOT_XCHED;
+      PLAN_FALLTHROUGH;
+    case ONESHOT_XCHED:
+      PLAN_TEST(p, shm_xch_test(s, t->g));
+      srcs[r] = a->sendbuff;
+      srcs[1 - r] = shm_xch_peer(s, t->g, t->rot);
+      reduce_kernel(a->recvbuff, srcs, w, a->count, a->datatype, a->op, w);
+      shm_xch_done(s, t->g);
+      return qcclSuccess;
   }
   return QCCL_ERR(qcclInternalError, "allreduce (one handoff): phase %d", p->phase);
 }

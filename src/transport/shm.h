@@ -332,11 +332,16 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
  * slot, and posts 3g + 1 (qcclInProgress while the slot is not free: call
  * it again); shm_xch_test: qcclSuccess once the peer did (a test as
  * shm_test_rank); shm_xch_get then copies its n bytes into dst and posts
- * 3g + 3. */
+ * 3g + 3. Or, to read the peer's block in place (the one-handoff
+ * AllReduce reduces from it): shm_xch_peer gives where it is, and
+ * shm_xch_done, once this rank is done reading it, ends the exchange as
+ * shm_xch_get does. */
 int shm_xch_use(const shm_t* s, size_t n);
 qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n);
 qcclResult_t shm_xch_test(shm_t* s, uint64_t g);
 void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n);
+const char* shm_xch_peer(shm_t* s, uint64_t g, size_t rot);
+void shm_xch_done(shm_t* s, uint64_t g);
 
 /* Publishes this rank's step. */
 static inline void shm_post(shm_t* s, uint64_t step) {

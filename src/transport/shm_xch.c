@@ -80,15 +80,20 @@ qcclResult_t shm_xch_test(shm_t* s, uint64_t g) {
   return shm_test_rank(s, 1 - s->rank, 3 * g + 1);
 }
 
-void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n) {
+const char* shm_xch_peer(shm_t* s, uint64_t g, size_t rot) {
   int peer = 1 - s->rank;
   int k = (int)s->ctrl[peer].xch_at[s->xch_seq & 1] - 1;
-  if (k >= 0) {
-    memcpy(dst, s->xch + (size_t)k * s->xch_bytes, n);
-    s->xch_hold = shm_hold_take(s->xch_hold, k);
-  } else {
-    memcpy(dst, shm_slot(s, peer, g) + rot, n);
-  }
+  return k >= 0 ? s->xch + (size_t)k * s->xch_bytes : shm_slot(s, peer, g) + rot;
+}
+
+void shm_xch_done(shm_t* s, uint64_t g) {
+  int k = (int)s->ctrl[1 - s->rank].xch_at[s->xch_seq & 1] - 1;
+  if (k >= 0) s->xch_hold = shm_hold_take(s->xch_hold, k);
   s->xch_seq++;
   shm_post(s, 3 * g + 3);
+}
+
+void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n) {
+  memcpy(dst, shm_xch_peer(s, g, rot), n);
+  shm_xch_done(s, g);
 }

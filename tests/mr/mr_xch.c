@@ -7,8 +7,10 @@
  * exchanges and have no counter that says they are free, or a rank's slot
  * (shm_xch.c); the send/recv
  * exchanges go through the pair's p2p cells, whose holder moves with each
- * message (shm_p2p.c); AllReduce goes through the slots, whose chunks'
- * tests pass over an exchange's chunk number; Broadcast's root returns
+ * message (shm_p2p.c); AllReduce's calls up to 128 KiB go through the
+ * exchange too (allreduce_oneshot.c: each rank reduces the peer's block
+ * where it lies), larger ones through the slots, whose chunks' tests
+ * pass over an exchange's chunk number; Broadcast's root returns
  * before its readers have read (an eager call) and may begin its next
  * exchange while the peer still reads the last one. Each call's payload is
  * distinct (the call's number, the source and the destination rank in
