@@ -131,7 +131,7 @@ static qcclResult_t oneshot_progress(plan_t* p) {
     }
     case ONESHOT_XCH:
       /* 2 ranks: the input whole through an exchange cell (shm_xch.c) */
-      PLAN_TEST(p, shm_xch_put(s, t->g, t->rot, a->sendbuff, n));
+      PLAN_TEST(p, shm_xch_put(s, t->g, t->rot, a->sendbuff, n, n));
       coll_stats_shm(comm, n);
       p->phase = ONESHOT_XCHED;
       PLAN_FALLTHROUGH;

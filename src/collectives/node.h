@@ -83,7 +83,7 @@ static inline qcclResult_t node_xch(plan_t* p, int* stage, uint64_t g, size_t ro
                                     int stream) {
   shm_t* s = p->comm->shm;
   if (*stage == 0) {
-    PLAN_TEST(p, shm_xch_put(s, g, rot, mine, n));
+    PLAN_TEST(p, shm_xch_put(s, g, rot, mine, n, 2 * n)); /* the call's output: 2 blocks */
     coll_stats_shm(p->comm, n);
     if (own_dst != own) copy_out(own_dst, own, n, stream);
     *stage = 1;

@@ -286,8 +286,9 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_P2P_CELL_BYTES", chan / 4, 0, chan, &cell), r, fail);
   s->cell_bytes = (size_t)cell & ~(size_t)(SHM_LINE - 1);
   for (int j = 0; j < w; j++) s->p2p_hold[j] = j == rank ? 0 : shm_hold_take(0, 0);
-  /* on 2 ranks, AllGather's and AlltoAll's blocks up to this size go
-   * through the exchange cells (shm_xch.c) */
+  /* on 2 ranks, AllGather's and AlltoAll's blocks and one-handoff
+   * AllReduces' inputs up to this size go through the exchange cells
+   * (shm_xch.c) */
   int64_t xch;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_XCH_BYTES", 128 << 10, 0, 1 << 30, &xch), r, fail);
   if ((size_t)xch > s->chunk_bytes) xch = (int64_t)s->chunk_bytes; /* at most a slot */

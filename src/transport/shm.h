@@ -329,7 +329,8 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
  * an exchange with chunk number g (shm_chunk_next) and its place in the
  * slots rot (shm_rot of g and n, the same on both ranks): shm_xch_put
  * writes n bytes of src into a cell this rank holds or, once free, its
- * slot, and posts 3g + 1 (qcclInProgress while the slot is not free: call
+ * slot (the copy's stores chosen for a call of call_bytes,
+ * shm_handoff_copy), and posts 3g + 1 (qcclInProgress while the slot is not free: call
  * it again); shm_xch_test: qcclSuccess once the peer did (a test as
  * shm_test_rank); shm_xch_get then copies its n bytes into dst and posts
  * 3g + 3. Or, to read the peer's block in place (the one-handoff
@@ -337,7 +338,8 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
  * shm_xch_done, once this rank is done reading it, ends the exchange as
  * shm_xch_get does. */
 int shm_xch_use(const shm_t* s, size_t n);
-qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n);
+qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n,
+                         size_t call_bytes);
 qcclResult_t shm_xch_test(shm_t* s, uint64_t g);
 void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n);
 const char* shm_xch_peer(shm_t* s, uint64_t g, size_t rot);

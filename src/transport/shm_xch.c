@@ -2,11 +2,11 @@
  * shm_xch.c - the exchange cells of a 2-rank segment.
  *
  * On 2 ranks an AllGather or an AlltoAll is one exchange: each rank hands
- * the other one block. The slots (shm.h) stage it at places that move
- * from call to call (shm_rot), so that a writer rarely stores into lines
- * the reader still holds; but those lines come from the shared cache at
- * best, and every store still takes its line for writing from wherever it
- * is. The exchange cells go the other way: the segment has two, a rank
+ * the other one block (and so is a small AllReduce: allreduce_oneshot.c,
+ * each rank reducing the peer's block where it lies). The slots (shm.h) stage it at places that
+ * move from call to call (shm_rot), so that a writer rarely stores into lines the reader still
+ * holds; but those lines come from the shared cache at best, and every store still takes its line
+ * for writing from wherever it is. The exchange cells go the other way: the segment has two, a rank
  * writes one it holds, and the peer, having read it, holds it. In an
  * exchange each rank so writes the cell it read in the last one: lines
  * its own cache holds (only the peer's copy to drop), the payload then
@@ -59,7 +59,8 @@ static int shm_xch_pick(shm_t* s) {
   return shm_hold_pick(s->xch_hold);
 }
 
-qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n) {
+qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n,
+                         size_t call_bytes) {
   int k = shm_xch_pick(s);
   char* dst;
   if (k >= 0) {
@@ -70,7 +71,7 @@ qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size
     if (r != qcclSuccess) return r;
     dst = shm_slot(s, s->rank, g) + rot;
   }
-  shm_handoff_copy(s, dst, src, n, 2 * n);
+  shm_handoff_copy(s, dst, src, n, call_bytes);
   s->ctrl[s->rank].xch_at[s->xch_seq & 1] = (uint16_t)(k + 1);
   shm_post(s, 3 * g + 1);
   return qcclSuccess;
