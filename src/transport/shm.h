@@ -330,13 +330,13 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
  * slots rot (shm_rot of g and n, the same on both ranks): shm_xch_put
  * writes n bytes of src into a cell this rank holds or, once free, its
  * slot (the copy's stores chosen for a call of call_bytes,
- * shm_handoff_copy), and posts 3g + 1 (qcclInProgress while the slot is not free: call
- * it again); shm_xch_test: qcclSuccess once the peer did (a test as
- * shm_test_rank); shm_xch_get then copies its n bytes into dst and posts
- * 3g + 3. Or, to read the peer's block in place (the one-handoff
- * AllReduce reduces from it): shm_xch_peer gives where it is, and
- * shm_xch_done, once this rank is done reading it, ends the exchange as
- * shm_xch_get does. */
+ * shm_handoff_copy), and posts 3g + 1 (qcclInProgress while the slot is
+ * not free: call it again); shm_xch_test: qcclSuccess once the peer did
+ * (a test as shm_test_rank); shm_xch_get then copies its n bytes into dst
+ * and posts 3g + 3. Or, to read the peer's block in place (the
+ * one-handoff AllReduce reduces from it): shm_xch_peer gives where it is,
+ * and shm_xch_done, once this rank is done reading it, ends the exchange
+ * as shm_xch_get does. */
 int shm_xch_use(const shm_t* s, size_t n);
 qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size_t n,
                          size_t call_bytes);

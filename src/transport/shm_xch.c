@@ -3,36 +3,38 @@
  *
  * On 2 ranks an AllGather or an AlltoAll is one exchange: each rank hands
  * the other one block (and so is a small AllReduce: allreduce_oneshot.c,
- * each rank reducing the peer's block where it lies). The slots (shm.h) stage it at places that
- * move from call to call (shm_rot), so that a writer rarely stores into lines the reader still
- * holds; but those lines come from the shared cache at best, and every store still takes its line
- * for writing from wherever it is. The exchange cells go the other way: the segment has two, a rank
- * writes one it holds, and the peer, having read it, holds it. In an
- * exchange each rank so writes the cell it read in the last one: lines
- * its own cache holds (only the peer's copy to drop), the payload then
- * read by the peer straight from this core's cache. A scratch program of
- * two threads exchanging 4-256 KiB took 0.6-0.65 of the time so at 4-128
- * KiB and 0.85 at 256 KiB, against a ring that moves on (docs/PERF.md,
- * "Cells that change hands").
+ * each rank reducing the peer's block where it lies). The slots (shm.h)
+ * stage it at places that move from call to call (shm_rot), so that a
+ * writer rarely stores into lines the reader still holds; but those lines
+ * come from the shared cache at best, and every store still takes its
+ * line for writing from wherever it is. The exchange cells go the other
+ * way: the segment has two, a rank writes one it holds, and the peer,
+ * having read it, holds it. In an exchange each rank so writes the cell
+ * it read in the last one: lines its own cache holds (only the peer's
+ * copy to drop), the payload then read by the peer straight from this
+ * core's cache. A scratch program of two threads exchanging 4-256 KiB
+ * took 0.6-0.65 of the time so at 4-128 KiB and 0.85 at 256 KiB, against
+ * a ring that moves on (docs/PERF.md, "Cells that change hands").
  *
  * Who holds which cell follows from the exchanges alone: rank r holds
  * cell r at first, gives a cell up when it writes it and takes it when it
  * has read it (shm.h, shm_hold_*), so a cell has one writer at a time and
- * is never written before its reader is done. Each rank chooses for itself, exchange by
- * exchange, between a cell it holds and its slot (the staged path of
- * every chunk: shm_rot's place, once shm_test_chunk says the slot is
- * free), and says which in its control line (xch_at, per exchange
- * parity: both ranks count their exchanges alike, xch_seq) before its
- * post. The peer reads it after the post; this rank writes the word of
- * the same parity again only two exchanges on, after it has read the
- * peer's next block, which the peer wrote after it had read this word.
- * (Per chunk parity it was not safe: between two exchanges a rank may run
- * eager calls, a Broadcast's root, that take chunk numbers without
- * waiting for the peer, and so write the word of the next exchange at
- * the parity of the last while the peer is about to read it.) A
- * rank takes the slot while its handoffs stream (shm_handoff.c: its cores
- * share no cache, the lines go through memory either way, and cells took
- * 1.13-1.16x the slots' time at 64-256 KiB), or when it holds no cell.
+ * is never written before its reader is done. Each rank chooses for
+ * itself, exchange by exchange, between a cell it holds and its slot (the
+ * staged path of every chunk: shm_rot's place, once shm_test_chunk says
+ * the slot is free), and says which in its control line (xch_at, per
+ * exchange parity: both ranks count their exchanges alike, xch_seq)
+ * before its post. The peer reads it after the post; this rank writes the
+ * word of the same parity again only two exchanges on, after it has read
+ * the peer's next block, which the peer wrote after it had read this
+ * word. (Per chunk parity it was not safe: between two exchanges a rank
+ * may run eager calls, a Broadcast's root, that take chunk numbers
+ * without waiting for the peer, and so write the word of the next
+ * exchange at the parity of the last while the peer is about to read it.)
+ * A rank takes the slot while its handoffs stream (shm_handoff.c: its
+ * cores share no cache, the lines go through memory either way, and cells
+ * took 1.13-1.16x the slots' time at 64-256 KiB), or when it holds no
+ * cell.
  *
  * The exchange takes a chunk number from the slots' sequence and posts
  * 3g + 1 once its block is out and 3g + 3 once it has read the peer's, so
