@@ -8,13 +8,22 @@
  * after every rank has read them: shm_test_chunk). A staged root writes
  * only its part of the slot and runs ahead by as many chunks as fit there
  * side by side, up to SHM_PART_HIST (shm_test_chunk_part: 32 chunks of 4
- * KiB). Bytes: the root writes the buffer once, each other rank reads it
- * once. The root's own copy
- * (out of place) follows each chunk's staging, so the readers never wait
- * for it (2 ranks 4-64 MiB: 0.81-0.87x the time; 4 ranks within the
- * noise); with single copy the whole of it follows the first publication
- * (2 ranks 256 KiB-1 MiB: 0.64-0.65x; docs/PERF.md, "The root's own block
- * last").
+ * KiB). Staged calls of BCAST_HALF_MIN_SLOTS slots and more that cannot
+ * split (below) go in half-slot chunks at the slot's two halves in turn
+ * (shm_half_span, as Gather's), so the root stages up to g + 3 while a
+ * reader copies g; every rank decides alike from the size. Bytes: the
+ * root writes the buffer once, each other rank reads it once. The root's
+ * own copy (out of place) follows each chunk's staging, so the readers
+ * never wait for it (2 ranks 4-64 MiB: 0.81-0.87x the time; 4 ranks
+ * within the noise), with streaming stores from COPY_STREAM_MIN_TOTAL as
+ * the readers' (memcpy's ordinary stores read every line of a large
+ * recvbuff in first); with single copy the whole of it follows the first
+ * publication (2 ranks 256 KiB-1 MiB: 0.64-0.65x; docs/PERF.md, "The
+ * root's own block last"). Half-slot chunks and the streaming own copy
+ * together, on the AMD guest, 2 ranks, 16-256 MiB: 0.72-0.78 of the time
+ * in place and 0.92-0.93 out of place with a shared cache, 0.92-0.96 and
+ * 0.85-0.86 without; 4 ranks 0.90-0.97 (docs/PERF.md, "Broadcast in
+ * half-slot chunks").
  *
  * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory, in
  * a call of CMA_BROADCAST_MIN_BYTES to CMA_BROADCAST_MAX_BYTES (and from
@@ -62,6 +71,12 @@
 #define BCAST_NT_MIN_BYTES ((size_t)16 << 10)
 #define BCAST_NT_MAX_BYTES ((size_t)256 << 10)
 
+/* Calls of this many slots and more go in half-slot chunks (shm_half_span).
+ * On the AMD guest, 2 ranks, shared cache: 8-32 MiB 0.72-0.76 of the time
+ * in place, 0.90-0.95 out of place; 4 MiB 2.2x (docs/PERF.md, "Broadcast
+ * in half-slot chunks") */
+#define BCAST_HALF_MIN_SLOTS 8
+
 typedef struct {
   plan_t p;
   size_t bytes;
@@ -69,6 +84,7 @@ typedef struct {
   shm_reg_t reg;
   int cma, have_all;
   size_t off, chunks;
+  size_t piece;   /* bytes a chunk moves: the slot, or half of it (shm_half_span) */
   size_t end;     /* the staged bytes: t->bytes, or the split's first part */
   size_t nstaged; /* split: the staged chunks (0: no split) */
   size_t rot;     /* where the chunk goes in the root's slot (shm_rot) */
@@ -78,8 +94,8 @@ typedef struct {
 enum { BCAST_START, BCAST_CHUNK, BCAST_ROOT_FREE, BCAST_STAGED, BCAST_END };
 
 /* Bytes of the chunk at t->off. */
-static size_t bcast_len(const bcast_plan_t* t, const shm_t* s) {
-  return t->end - t->off < s->chunk_bytes ? t->end - t->off : s->chunk_bytes;
+static size_t bcast_len(const bcast_plan_t* t) {
+  return t->end - t->off < t->piece ? t->end - t->off : t->piece;
 }
 
 static qcclResult_t bcast_progress(plan_t* p) {
@@ -101,6 +117,14 @@ static qcclResult_t bcast_progress(plan_t* p) {
         t->reg = (shm_reg_t){0, 0, -1, 0};
         t->end = t->bytes;
         t->nstaged = 0;
+        /* calls of BCAST_HALF_MIN_SLOTS slots and more that cannot split
+         * go in half-slot chunks at the slot's two halves in turn, so the
+         * root stages up to g + 3 while a reader copies g; every rank
+         * decides alike */
+        t->piece = s->chunk_bytes;
+        if (!cma_broadcast_split_use(s, comm->nranks, t->bytes) &&
+            t->bytes >= BCAST_HALF_MIN_SLOTS * s->chunk_bytes && shm_half_span(s, t->bytes) > 0)
+          t->piece = shm_half_span(s, t->bytes);
         int plain = r == root && !shm_reg_find(s, a->sendbuff, t->bytes, &mapped);
         t->cma = plain && comm->nranks <= CMA_BROADCAST_MAX_RANKS &&
                  t->bytes >= CMA_BROADCAST_MIN_BYTES &&
@@ -128,10 +152,11 @@ static qcclResult_t bcast_progress(plan_t* p) {
           t->g = s->chunk_seq++;
           p->phase = BCAST_STAGED;
         }
-        t->rot = shm_rot(s, t->g, bcast_len(t, s));
+        t->rot = t->piece < s->chunk_bytes ? shm_half_rot(t->g, t->piece)
+                                           : shm_rot(s, t->g, bcast_len(t));
         break;
       case BCAST_ROOT_FREE: {
-        size_t m = bcast_len(t, s);
+        size_t m = bcast_len(t);
         /* staged, the root writes only its part of the slot and may run
          * ahead of the readers by many small chunks */
         PLAN_TEST(p, t->cma ? shm_test_chunk(s, t->g) : shm_test_chunk_part(s, t->g, t->rot, m));
@@ -147,8 +172,9 @@ static qcclResult_t bcast_progress(plan_t* p) {
         /* the root's own copy once the readers may start: the whole
          * buffer after the first single-copy publication, else each chunk
          * after it was staged (split: and the piece read with it) */
-        if (staged)
-          coll_copy((char*)a->recvbuff + t->off, (const char*)a->sendbuff + t->off, m);
+        if (staged && a->recvbuff != a->sendbuff)
+          copy_out((char*)a->recvbuff + t->off, (const char*)a->sendbuff + t->off, m,
+                   t->bytes >= COPY_STREAM_MIN_TOTAL);
         else if (t->chunks == 0)
           coll_copy(a->recvbuff, a->sendbuff, t->bytes);
         if (t->nstaged > 0) {
@@ -157,7 +183,7 @@ static qcclResult_t bcast_progress(plan_t* p) {
           copy_out((char*)a->recvbuff + lo, (const char*)a->sendbuff + lo, len,
                    t->bytes >= COPY_STREAM_MIN_TOTAL);
         }
-        t->off += s->chunk_bytes;
+        t->off += t->piece;
         t->chunks++;
         p->phase = BCAST_CHUNK;
         if (p->yield) return qcclInProgress;
@@ -170,7 +196,7 @@ static qcclResult_t bcast_progress(plan_t* p) {
         if (cma && t->chunks == 0) /* split: the root stages this many chunks */
           QCCL_CHECK(node_split_staged(s, "broadcast", root, t->g, SHM_REG_IN, s->chunk_bytes,
                                        t->bytes, &t->nstaged, &t->end));
-        size_t m = bcast_len(t, s);
+        size_t m = bcast_len(t);
         if (!t->have_all && cma && t->nstaged == 0) {
           QCCL_CHECK(cma_read_from(s, root, at, a->recvbuff, t->bytes));
           t->have_all = 1;
@@ -180,14 +206,14 @@ static qcclResult_t bcast_progress(plan_t* p) {
                    t->bytes >= COPY_STREAM_MIN_TOTAL);
         size_t lo = 0, len = 0;
         if (t->nstaged > 0) node_split_piece(t->bytes, t->end, t->nstaged, t->chunks, &lo, &len);
-        int last = t->off + s->chunk_bytes >= t->end;
+        int last = t->off + t->piece >= t->end;
         /* the root returns once the last chunk is posted: read before */
         if (len > 0 && last)
           QCCL_CHECK(cma_read_from(s, root, at + lo, (char*)a->recvbuff + lo, len));
         shm_post(s, 3 * t->g + 3);
         if (len > 0 && !last)
           QCCL_CHECK(cma_read_from(s, root, at + lo, (char*)a->recvbuff + lo, len));
-        t->off += s->chunk_bytes;
+        t->off += t->piece;
         t->chunks++;
         p->phase = BCAST_CHUNK;
         if (p->yield) return qcclInProgress;
