@@ -88,7 +88,7 @@ static qcclResult_t scatter_progress(plan_t* p) {
         shm_reg_t mapped;
         t->reg = (shm_reg_t){0, 0, -1, 0};
         int plain = r == root && !shm_reg_find(s, in, bytes * (size_t)w, &mapped);
-        t->cma = plain && cma_scatter_use(s, w, bytes) && cma_offer(s, in, bytes, 0, &t->reg);
+        t->cma = plain && cma_scatter_offer(s, in, w, bytes, &t->reg);
         t->end = bytes;
         t->nstaged = 0;
         if (plain && !t->cma && out != in + (size_t)root * bytes &&

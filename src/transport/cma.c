@@ -76,6 +76,7 @@ static double cma_speed(shm_t* s) {
 qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
   int w = s->nranks;
   s->cma_min = s->cma_a2a_min = 0;
+  s->cma_slow = 0;
   int64_t min;
   int chosen = env_get("QCCL_CMA_MIN_BYTES") != NULL;
   QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES",
@@ -134,6 +135,7 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
        * is) */
       s->cma_min = readable ? like->cma_min : 0;
       s->cma_a2a_min = readable ? like->cma_a2a_min : 0;
+      s->cma_slow = readable && like->cma_slow;
       QCCL_INFO(LOG_SHM,
                 "rank %d: single copy (CMA) %s from %zu bytes per peer (AlltoAll from %zu) as "
                 "the communicator's lane 0 decided, no probe of its own",
@@ -147,6 +149,13 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
                 "(below %.2f, two copies through the segment are faster; QCCL_CMA_MIN_BYTES "
                 "set overrides)",
                 s->rank, ratio, CMA_SPEED_MIN);
+      s->cma_slow = 1;
+      if (s->nranks >= CMA_SCATTER_CROWDED_PER_CORE * s->ncores)
+        QCCL_INFO(LOG_SHM,
+                  "rank %d: %d ranks on %d cores: Scatter still reads single copy in calls "
+                  "from %zu bytes in all (blocks from %zu)",
+                  s->rank, s->nranks, s->ncores, CMA_SCATTER_CROWDED_MIN_TOTAL,
+                  CMA_MIN_BYTES_ROOMY);
       free(all);
       return qcclSuccess;
     }
@@ -194,6 +203,10 @@ static int cma_publish(const void* buf, shm_reg_t* reg) {
 int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg) {
   if (!cma_use(s, block) || (max > 0 && block > max)) return 0;
   return cma_publish(buf, reg);
+}
+
+int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg) {
+  return cma_scatter_use(s, nranks, block) && cma_publish(buf, reg);
 }
 
 int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg) {

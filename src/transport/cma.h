@@ -194,8 +194,25 @@ static inline int cma_a2a_use(const shm_t* s, size_t bytes) {
  * copies every block alone, 0.48-0.85x from 64 KiB blocks up to 16 MiB
  * (docs/PERF.md, "Single copy for rooted calls and sends") */
 #define CMA_SCATTER_MAX2_BYTES ((size_t)2 << 20)
+
+/* Where the speed probe turned single copy off (the AMD guest), Scatter
+ * still reads single copy on a host with CMA_SCATTER_CROWDED_PER_CORE
+ * ranks per core or more, in calls from CMA_SCATTER_CROWDED_MIN_TOTAL
+ * bytes in all: staged, the root copies every block alone on one core,
+ * which it shares with the readers; single copy, the readers read at
+ * once on every core. AMD guest, 8 ranks on 2 vCPUs: 4 MiB 0.92-0.99x the
+ * staged time, 16 MiB 0.66-0.71x, 64 MiB 0.84-0.94x, 1 MiB 1.22-2.37x;
+ * 4 ranks mixed (4-16 MiB 0.73-0.98x, 64 MiB 1.03-1.26x), so not there
+ * (docs/PERF.md, "Scatter on a crowded host reads single copy") */
+#define CMA_SCATTER_CROWDED_PER_CORE 4
+#define CMA_SCATTER_CROWDED_MIN_TOTAL ((size_t)4 << 20)
+static inline int cma_scatter_crowded(const shm_t* s, int nranks, size_t block) {
+  return s->cma_slow && nranks >= CMA_SCATTER_CROWDED_PER_CORE * s->ncores &&
+         block * (size_t)nranks >= CMA_SCATTER_CROWDED_MIN_TOTAL && block >= CMA_MIN_BYTES_ROOMY;
+}
 static inline int cma_scatter_use(const shm_t* s, int nranks, size_t block) {
-  return cma_use(s, block) && (nranks > 2 || block <= CMA_SCATTER_MAX2_BYTES);
+  return (cma_use(s, block) && (nranks > 2 || block <= CMA_SCATTER_MAX2_BYTES)) ||
+         cma_scatter_crowded(s, nranks, block);
 }
 
 /* Scatter above that on 2 ranks, from a plain sendbuff when the root's own
@@ -289,6 +306,10 @@ int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg
 
 /* cma_offer for AlltoAll: from its own threshold (cma_a2a_use). */
 int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg);
+
+/* cma_offer for Scatter: where cma_scatter_use says (its crowded-host
+ * case also where single copy is otherwise off). */
+int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg);
 
 /* A send whose call also receives from the same peer (an exchange,
  * MPI_Sendrecv's pattern: qccl-perf's sendrecv on 2 ranks, a pairwise

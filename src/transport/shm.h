@@ -174,6 +174,8 @@ typedef struct shm {
   uint32_t balance_tick; /* waits since the last look at the ranks' spread (shm.c) */
   size_t cma_min;        /* smallest per-peer block sent single copy, 0 = never */
   size_t cma_a2a_min;    /* AlltoAll's (cma.h, cma_a2a_use), 0 = never */
+  int cma_slow;          /* single copy off only for the speed probe: Scatter on a crowded host
+                          * still reads single copy (cma.h, cma_scatter_use) */
   size_t handoff_nt;     /* calls of at least this many bytes hand off through memory
                           * (QCCL_SHM_HANDOFF_NT_BYTES; unset: none, nt_auto) */
   int nt_auto;           /* QCCL_SHM_HANDOFF_NT_BYTES unset: smaller calls too when slow */
