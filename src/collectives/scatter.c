@@ -10,7 +10,9 @@
  * PERF.md, "Gather: the root's own block while it waits").
  *
  * Single copy (cma.h): a root whose sendbuff is not qcclMemAlloc memory,
- * with blocks in the range cma_scatter_use names, publishes its
+ * with blocks in the range cma_scatter_use names (on a host of four ranks
+ * per core or more from 4 MiB in all also where the speed probe turned
+ * single copy off: cma_scatter_crowded), publishes its
  * address at every chunk instead of staging; each other rank reads its
  * whole block with process_vm_readv at the first chunk (the readers at
  * once, where staged the root copies every block alone) and only keeps
