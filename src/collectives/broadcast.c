@@ -8,10 +8,13 @@
  * after every rank has read them: shm_test_chunk). A staged root writes
  * only its part of the slot and runs ahead by as many chunks as fit there
  * side by side, up to SHM_PART_HIST (shm_test_chunk_part: 32 chunks of 4
- * KiB). Staged calls of BCAST_HALF_MIN_SLOTS slots and more that cannot
- * split (below) go in half-slot chunks at the slot's two halves in turn
- * (shm_half_span, as Gather's), so the root stages up to g + 3 while a
- * reader copies g; every rank decides alike from the size. Bytes: the
+ * KiB). Staged calls of BCAST_HALF_MIN_SLOTS slots and more go in
+ * half-slot chunks at the slot's two halves in turn (shm_half_span, as
+ * Gather's), so the root stages up to g + 3 while a reader copies g,
+ * unless the call is of a size that may split (below: a reader cannot
+ * know whether the root's buffer is plain and out of place, so such a
+ * call keeps whole slots either way); every rank decides alike from the
+ * size and the agreed single-copy threshold. Bytes: the
  * root writes the buffer once, each other rank reads it once. The root's
  * own copy (out of place) follows each chunk's staging, so the readers
  * never wait for it (2 ranks 4-64 MiB: 0.81-0.87x the time; 4 ranks
@@ -87,7 +90,7 @@ typedef struct {
   size_t piece;   /* bytes a chunk moves: the slot, or half of it (shm_half_span) */
   size_t end;     /* the staged bytes: t->bytes, or the split's first part */
   size_t nstaged; /* split: the staged chunks (0: no split) */
-  size_t rot;     /* where the chunk goes in the root's slot (shm_rot) */
+  size_t rot;     /* where the chunk goes in the root's slot (shm_rot, shm_half_rot) */
   uint64_t g;
 } bcast_plan_t;
 
@@ -117,10 +120,11 @@ static qcclResult_t bcast_progress(plan_t* p) {
         t->reg = (shm_reg_t){0, 0, -1, 0};
         t->end = t->bytes;
         t->nstaged = 0;
-        /* calls of BCAST_HALF_MIN_SLOTS slots and more that cannot split
-         * go in half-slot chunks at the slot's two halves in turn, so the
-         * root stages up to g + 3 while a reader copies g; every rank
-         * decides alike */
+        /* calls of BCAST_HALF_MIN_SLOTS slots and more go in half-slot
+         * chunks at the slot's two halves in turn, so the root stages up
+         * to g + 3 while a reader copies g, but for sizes that may split
+         * (whether this one does is the root's); every rank decides alike
+         * from the size and the agreed threshold */
         t->piece = s->chunk_bytes;
         if (!cma_broadcast_split_use(s, comm->nranks, t->bytes) &&
             t->bytes >= BCAST_HALF_MIN_SLOTS * s->chunk_bytes && shm_half_span(s, t->bytes) > 0)

@@ -149,8 +149,8 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
                 "(below %.2f, two copies through the segment are faster; QCCL_CMA_MIN_BYTES "
                 "set overrides)",
                 s->rank, ratio, CMA_SPEED_MIN);
-      s->cma_slow = 1;
-      if (s->nranks >= CMA_SCATTER_CROWDED_PER_CORE * s->ncores)
+      s->cma_slow = !any_chosen; /* a rank's QCCL_CMA_MIN_BYTES decides */
+      if (s->cma_slow && s->nranks >= CMA_SCATTER_CROWDED_PER_CORE * s->ncores)
         QCCL_INFO(LOG_SHM,
                   "rank %d: %d ranks on %d cores: Scatter still reads single copy in calls "
                   "from %zu bytes in all (blocks from %zu)",

@@ -94,8 +94,9 @@
  * from its next peer's memory against memcpy of the same bytes (best of
  * CMA_SPEED_REPS each, both in cache) and the ranks agree on the slowest
  * ratio; below CMA_SPEED_MIN single copy is off for plain buffers (the
- * two-copy algorithms everywhere; qcclMemAlloc buffers are still read in
- * place), unless QCCL_CMA_MIN_BYTES is set, which wins.
+ * two-copy algorithms everywhere but Scatter on a crowded host, below:
+ * the segment's cma_slow; qcclMemAlloc buffers are still read in place),
+ * unless QCCL_CMA_MIN_BYTES is set on any rank, which wins.
  *
  * 1 MiB, not 256 KiB, until 2026-12-04: at 256 KiB a 2-vCPU Intel Xeon
  * guest, where single copy took 0.37-0.80x the staged time in AlltoAll,
@@ -200,7 +201,9 @@ static inline int cma_a2a_use(const shm_t* s, size_t bytes) {
  * ranks per core or more, in calls from CMA_SCATTER_CROWDED_MIN_TOTAL
  * bytes in all: staged, the root copies every block alone on one core,
  * which it shares with the readers; single copy, the readers read at
- * once on every core. AMD guest, 8 ranks on 2 vCPUs: 4 MiB 0.92-0.99x the
+ * once on every core. Cores: the node's agreed count (hwloc's processing
+ * units: hardware threads on an SMT host). Blocks of at least
+ * CMA_MIN_BYTES_ROOMY. AMD guest, 8 ranks on 2 vCPUs: 4 MiB 0.92-0.99x the
  * staged time, 16 MiB 0.66-0.71x, 64 MiB 0.84-0.94x, 1 MiB 1.22-2.37x;
  * 4 ranks mixed (4-16 MiB 0.73-0.98x, 64 MiB 1.03-1.26x), so not there
  * (docs/PERF.md, "Scatter on a crowded host reads single copy") */
