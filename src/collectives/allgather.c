@@ -22,7 +22,10 @@
  * owner returns only once every rank is done. Where that rule holds (the
  * same on every rank) every block is read whole, single copy or mapped,
  * so the call is one chunk, and the own block is copied last, while the
- * peer may still be reading this rank's sendbuff.
+ * peer may still be reading this rank's sendbuff. Where single copy is off
+ * for the init probe's speed alone, a rank whose handoffs stream (no
+ * shared cache) offers its block so, 64 KiB-2 MiB (cma_mode_offer), in
+ * the staged chunks, which the peer keeps, reading it whole at the first.
  *
  * Exchange cells (shm_xch.c): on 2 ranks where single copy does not apply
  * (the same on both ranks), a block up to QCCL_SHM_XCH_BYTES goes through
@@ -94,7 +97,10 @@ static qcclResult_t ag_progress(plan_t* p) {
         }
         /* qcclMemAlloc memory: the peers read it where it is (shm_map.c) */
         t->mapped = shm_reg_find(s, in, bytes, &t->reg);
-        t->direct = t->mapped || (whole && cma_offer(s, in, bytes, 0, &t->reg));
+        /* or, in the staged chunks, single copy while this rank's handoffs
+         * stream (cma_mode_offer: 2 ranks) */
+        t->direct = t->mapped || (whole && cma_offer(s, in, bytes, 0, &t->reg)) ||
+                    (!whole && cma_mode_offer(s, in, w, bytes, &t->reg));
         /* every rank reads every block whole in the first chunk (each
          * rank's buffer single copy or mapped): one chunk */
         t->span = whole ? bytes : s->chunk_bytes;

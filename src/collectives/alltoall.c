@@ -18,7 +18,11 @@
  * publishes its sendbuff's address instead of staging; rank r reads piece
  * r of that peer's sendbuff straight into block j of its recvbuff with
  * process_vm_readv at the first chunk, and the owner returns only once
- * every rank is done. Each rank decides for its own buffer.
+ * every rank is done. Each rank decides for its own buffer. Where single
+ * copy is off for the init probe's speed alone, on 2 ranks, a rank whose
+ * handoffs stream (no shared cache) offers its sendbuff so for pieces of
+ * 64 KiB-2 MiB (cma_mode_offer): in the staged chunks, which its peer
+ * keeps, reading its piece whole at the first.
  *
  * In both, the own block goes straight from sendbuff to recvbuff.
  *
@@ -114,8 +118,11 @@ static qcclResult_t a2a_progress(plan_t* p) {
         }
         /* qcclMemAlloc memory: the peers read their pieces where they are */
         t->mapped = shm_reg_find(s, in, bytes * (size_t)w, &t->reg);
-        /* else, from CMA's threshold: the peers read their pieces single copy */
-        t->direct = t->mapped || cma_a2a_offer(s, in, bytes, &t->reg);
+        /* else, from CMA's threshold: the peers read their pieces single
+         * copy; or this rank's alone, in the staged chunks, while its
+         * handoffs stream (cma_mode_offer) */
+        t->direct = t->mapped || cma_a2a_offer(s, in, bytes, &t->reg) ||
+                    cma_mode_offer(s, in, w, bytes, &t->reg);
         /* every rank reads whole pieces in the first chunk: one chunk */
         t->span = cma_a2a_use(s, bytes) ? bytes : t->piece;
         piece = t->span;

@@ -77,7 +77,11 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
   int w = s->nranks;
   s->cma_min = s->cma_a2a_min = 0;
   s->cma_slow = 0;
-  int64_t min;
+  s->cma_mode_on = 0;
+  s->cma_mode_count = 0;
+  int64_t min, every;
+  QCCL_CHECK(env_get_int("QCCL_CMA_MODE_EVERY", 0, 0, 1000000, &every));
+  s->cma_mode_every = (unsigned)every;
   int chosen = env_get("QCCL_CMA_MIN_BYTES") != NULL;
   QCCL_CHECK(env_get_size("QCCL_CMA_MIN_BYTES",
                           shm_roomy(s) ? CMA_MIN_BYTES_ROOMY : CMA_MIN_BYTES_DEFAULT, 0,
@@ -211,6 +215,32 @@ int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block,
 
 int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg) {
   return cma_a2a_use(s, block) && cma_publish(buf, reg);
+}
+
+int cma_mode_use(shm_t* s, int nranks, size_t block, double now) {
+  if (nranks != 2 || block < CMA_MODE_MIN_BYTES || block > CMA_MODE_MAX_BYTES) return 0;
+  if (s->cma_mode_every > 0) /* tests: rank r at the calls r modulo k */
+    return s->peers_readable &&
+           s->cma_mode_count++ % s->cma_mode_every == (unsigned)s->rank % s->cma_mode_every;
+  /* the mode (logged when it changes), and the call's choice: staged
+   * when the handoffs' timed retry is due */
+  int mode = s->cma_slow && s->nt_auto && s->nt_slow;
+  int on = mode && shm_handoff_slow(s, now);
+  if (mode != s->cma_mode_on) {
+    s->cma_mode_on = mode;
+    QCCL_INFO(
+        LOG_SHM, "rank %d: %s: AlltoAll's and AllGather's blocks of %zu-%zu bytes on 2 ranks %s",
+        s->rank,
+        mode ? "handoffs into the segment stream (no shared cache)"
+             : "handoffs into the segment no longer stream",
+        CMA_MODE_MIN_BYTES, CMA_MODE_MAX_BYTES,
+        mode ? "now read single copy (staged at the handoffs' timed retries)" : "staged again");
+  }
+  return on;
+}
+
+int cma_mode_offer(shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg) {
+  return cma_mode_use(s, nranks, block, clock_now()) && cma_publish(buf, reg);
 }
 
 /* The error of a failed single-copy transfer with peer: another rank's

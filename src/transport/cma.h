@@ -314,6 +314,33 @@ int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg)
  * case also where single copy is otherwise off). */
 int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg);
 
+/* Single copy while this rank's handoffs run slow (cma_mode_offer). The
+ * speed probe compares the kernel's copy with a memcpy in one core's
+ * cache, which does not change when the host moves the vCPUs apart; the
+ * staged path's two copies do. On the AMD guest without a shared cache
+ * (cache-line round trip 320-380 ns instead of 60-90; the rank's handoffs
+ * then stream, shm_handoff.c) a 2-rank AlltoAll or AllGather of 512 KiB-4
+ * MiB took 0.76-0.95x the staged time single copy, at parity with Open
+ * MPI's single copy, where with a shared cache single copy took 1.2-1.8x;
+ * 128 KiB blocks (through the exchange cells) lost 1.10-1.18x, and on 4
+ * ranks AlltoAll with 64-256 KiB pieces gained nothing (1.01-1.04x)
+ * (docs/PERF.md, "Single copy while the handoffs stream"). So where single
+ * copy is off for the probe alone (the segment's cma_slow: every rank can
+ * read every other), on 2 ranks, a rank whose handoffs stream offers its
+ * AlltoAll sendbuff and its AllGather block single copy, for blocks of
+ * CMA_MODE_MIN_BYTES to CMA_MODE_MAX_BYTES, inside the staged chunks:
+ * each rank decides for its own buffer, call by call, and the reader
+ * follows what it published. A call due for the handoffs' timed retry
+ * stages, so the return of a shared cache is seen. Each change of the
+ * mode is logged at INFO. QCCL_CMA_MODE_EVERY=k (tests): where the peer
+ * can be read and the segment's single copy does not apply, rank r offers
+ * at its calls r modulo k, whatever its handoffs, so the ranks differ. */
+#define CMA_MODE_MIN_BYTES ((size_t)64 << 10)
+#define CMA_MODE_MAX_BYTES ((size_t)2 << 20)
+int cma_mode_offer(shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg);
+/* Its choice for a block at time now (exposed for tests/unit/unit_handoff.c). */
+int cma_mode_use(shm_t* s, int nranks, size_t block, double now);
+
 /* A send whose call also receives from the same peer (an exchange,
  * MPI_Sendrecv's pattern: qccl-perf's sendrecv on 2 ranks, a pairwise
  * step): single copy from CMA's threshold even when it fits in the ring,

@@ -175,21 +175,26 @@ typedef struct shm {
   size_t cma_min;        /* smallest per-peer block sent single copy, 0 = never */
   size_t cma_a2a_min;    /* AlltoAll's (cma.h, cma_a2a_use), 0 = never */
   int cma_slow;          /* single copy off only for the speed probe: Scatter on a crowded host
-                          * still reads single copy (cma.h, cma_scatter_use) */
-  size_t handoff_nt;     /* calls of at least this many bytes hand off through memory
-                          * (QCCL_SHM_HANDOFF_NT_BYTES; unset: none, nt_auto) */
-  int nt_auto;           /* QCCL_SHM_HANDOFF_NT_BYTES unset: smaller calls too when slow */
-  int nt_slow;           /* this rank's last timed ordinary handoff ran slow (shm_handoff.c) */
-  double nt_retry_at;    /* clock_now() from which an ordinary copy is timed again */
-  double nt_wait;        /* seconds from a slow retry to the next */
-  int nt_strikes;        /* slow ordinary copies in a row while not nt_slow */
-  unsigned nt_tick;      /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
-  double nt_clock;       /* seconds clock_now() adds to a timed copy; 0: not measured yet */
-  size_t share_min;      /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
-  uint64_t* cma_buf;     /* what peers read to probe CMA (cma.c; freed by it) */
-  int peers_readable;    /* every local rank may read / map every other's memory */
-  shm_peer_map_t* maps;  /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
-  uint64_t map_clock;    /* lookups so far (shm_peer_map_t.used) */
+                          * still reads single copy (cma.h, cma_scatter_use), and a rank
+                          * whose handoffs stream offers some (cma_mode_offer) */
+  int cma_mode_on;       /* the mode cma_mode_offer last saw: handoffs streaming (its log) */
+  unsigned cma_mode_every, cma_mode_count; /* QCCL_CMA_MODE_EVERY (tests), calls checked */
+  size_t handoff_nt;    /* calls of at least this many bytes hand off through memory
+                         * (QCCL_SHM_HANDOFF_NT_BYTES; unset: none, nt_auto) */
+  int nt_auto;          /* QCCL_SHM_HANDOFF_NT_BYTES unset: smaller calls too when slow */
+  int nt_slow;          /* this rank's last timed ordinary handoff ran slow (shm_handoff.c) */
+  double nt_retry_at;   /* clock_now() from which an ordinary copy is timed again */
+  double nt_wait;       /* seconds from a slow retry to the next */
+  int nt_strikes;       /* slow ordinary copies in a row while not nt_slow */
+  int nt_confirm;       /* nt_slow, and the last retry ran fast: the next retry decides */
+  int nt_prep;          /* copies streamed since a retry came due (SHM_NT_RETRY_PREP) */
+  unsigned nt_tick;     /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
+  double nt_clock;      /* seconds clock_now() adds to a timed copy; 0: not measured yet */
+  size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
+  uint64_t* cma_buf;    /* what peers read to probe CMA (cma.c; freed by it) */
+  int peers_readable;   /* every local rank may read / map every other's memory */
+  shm_peer_map_t* maps; /* [nranks][SHM_PEER_MAPS] peers' regions mapped here, or NULL */
+  uint64_t map_clock;   /* lookups so far (shm_peer_map_t.used) */
   /* the exchange of a 2-rank segment (shm_xch.c): bytes of a cell (0:
    * none), the cells this rank holds (a hold word, shm_hold_*), exchanges
    * ended (both ranks count alike), and for the tests
@@ -324,6 +329,9 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
  * bytes at time now goes streaming, and what an ordinary copy of n bytes
  * started at t0 and taking dt seconds tells. */
 int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now);
+/* Whether this rank's handoffs now stream because ordinary ones ran slow
+ * (no shared cache), and no timed retry is due at now. */
+int shm_handoff_slow(const shm_t* s, double now);
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
 
 /* The exchange of a 2-rank segment (shm_xch.c). shm_xch_use: whether a

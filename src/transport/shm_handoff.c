@@ -25,7 +25,16 @@
  * this rank's handoffs of every size from SHM_NT_AUTO_MIN go streaming;
  * one ordinary copy is timed again after SHM_NT_RETRY_S, then twice as
  * long while it stays slow (up to SHM_NT_RETRY_MAX_S), so a return to a
- * shared cache is seen within that. Small handoffs gain the most: a
+ * shared cache is seen within that. A retry is timed only after
+ * SHM_NT_RETRY_PREP more copies that stream (the places of both slots
+ * written and, by the time the retry writes one again, read by the peer),
+ * and a fast retry switches back only once the next retry (at once) is
+ * fast too: a rank that read single copy while its handoffs streamed
+ * (cma.h, cma_mode_offer) had written nothing its peer read since, and
+ * its first copies into the slots met none of the peer's lines whatever
+ * the mode (such retries ran at 8-16 GB/s without a shared cache, and a
+ * 2-rank AllGather of 4 MiB went back and forth between the two paths,
+ * 2.1-2.2x the time). Small handoffs gain the most: a
  * 2-thread exchange of 2, 4, 16 and 64 KiB without a shared cache took
  * 1.4, 2.6, 8.8 and 32 us a step with ordinary stores, 1.1, 1.2, 2.2 and
  * 6.7 with streaming ones; with one, ordinary stores were as fast or
@@ -53,14 +62,25 @@
 #define SHM_NT_STRIKES 2                     /* slow copies in a row that switch */
 #define SHM_NT_RETRY_S 0.005                 /* seconds to the first timed retry */
 #define SHM_NT_RETRY_MAX_S 0.08              /* and at most between two */
+#define SHM_NT_RETRY_PREP 2                  /* copies a due retry still streams first */
 
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
   int slow = dt > 0 && (double)n / dt < SHM_NT_SLOW_BPS;
   if (!slow) {
     s->nt_strikes = 0;
     if (!s->nt_slow) return;
+    s->nt_prep = 0;
+    if (!s->nt_confirm) {
+      /* a fast retry: the next one, at once, decides */
+      s->nt_confirm = 1;
+      s->nt_retry_at = t0;
+      return;
+    }
+    s->nt_confirm = 0;
     s->nt_slow = 0;
   } else if (s->nt_slow) {
+    s->nt_confirm = 0;
+    s->nt_prep = 0;
     /* a retry, still slow: the next one later */
     s->nt_wait = s->nt_wait * 2 < SHM_NT_RETRY_MAX_S ? s->nt_wait * 2 : SHM_NT_RETRY_MAX_S;
     s->nt_retry_at = t0 + s->nt_wait;
@@ -78,9 +98,13 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
             s->rank, SHM_NT_AUTO_MIN, slow ? "streaming" : "ordinary", (double)n / dt / 1e9);
 }
 
+int shm_handoff_slow(const shm_t* s, double now) {
+  return s->nt_auto && s->nt_slow && now < s->nt_retry_at;
+}
+
 int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now) {
   if (shm_handoff_nt(s, call_bytes)) return 1;
-  return s->nt_auto && n >= SHM_NT_AUTO_MIN && s->nt_slow && now < s->nt_retry_at;
+  return n >= SHM_NT_AUTO_MIN && shm_handoff_slow(s, now);
 }
 
 /* Seconds clock_now() adds to a copy timed with it: the least of a few
@@ -112,6 +136,13 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
   }
   double t0 = clock_now();
   if (shm_handoff_streams(s, n, call_bytes, t0)) {
+    copy_stream(dst, src, n);
+    return;
+  }
+  if (s->nt_slow && s->nt_prep < SHM_NT_RETRY_PREP) {
+    /* the retry is due: these still stream, so that the timed copy lands
+     * on lines the peer has read since (both slots' places) */
+    s->nt_prep++;
     copy_stream(dst, src, n);
     return;
   }

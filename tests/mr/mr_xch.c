@@ -24,7 +24,12 @@
  * ahead as far as the protocol lets it. Any world size: the exchange only
  * applies on 2.
  *
- * Options: --calls N (default 600; 300 with --quick).
+ * With --max-bytes N (above 200 KiB) a fifth of the calls draw sizes
+ * from 200 KiB to N and a tenth around a slot (1 MiB), for the staged
+ * chunks that a rank may read single copy while its peer stages
+ * (QCCL_CMA_MODE_EVERY, cma.h, cma_mode_offer).
+ *
+ * Options: --calls N (default 600; 300 with --quick), --max-bytes N.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,10 +50,16 @@ static void payload(uint64_t seed, int k, int src, int dst, unsigned char* p, si
   }
 }
 
+/* the largest size drawn: 200 KiB, or --max-bytes */
+static size_t max_bytes = 200 << 10;
+
 static size_t draw_size(uint64_t* st) {
   size_t r = mr_rand_range(st, 0, 99);
   if (r < 10) return mr_rand_range(st, (128 << 10) - 64, (128 << 10) + 64);
   if (r < 50) return mr_rand_range(st, 1, 4096);
+  if (max_bytes > (1 << 20) && r < 60) /* around a slot (1 MiB) */
+    return mr_rand_range(st, (1 << 20) - 64, (1 << 20) + 64);
+  if (max_bytes > (200 << 10) && r < 80) return mr_rand_range(st, 200 << 10, max_bytes);
   return mr_rand_range(st, 4097, 200 << 10);
 }
 
@@ -163,10 +174,13 @@ int main(int argc, char** argv) {
   const int W = t.nranks, me = t.rank;
   const char* o = mr_opt(&t, "--calls");
   const int calls = o ? atoi(o) : t.quick ? 300 : 600;
+  const char* mb = mr_opt(&t, "--max-bytes");
+  if (mb) max_bytes = (size_t)strtoull(mb, NULL, 0);
+  if (max_bytes < (200 << 10)) max_bytes = 200 << 10;
   mr_case_t c;
   if (mr_case_begin(&t, &c, "xch sequence of %d calls", calls)) {
     uint64_t st = c.cseed ^ 0x584348; /* the same draws on every rank */
-    unsigned char* want = malloc((size_t)(200 << 10) + 64);
+    unsigned char* want = malloc(max_bytes + 64);
     call_t x[BATCH];
     for (int k0 = 0; k0 < calls; k0 += BATCH) {
       int nb = calls - k0 < BATCH ? calls - k0 : BATCH;

@@ -3,16 +3,20 @@
  * (transport/shm_handoff.c), fed the timings of ordinary copies: fast ones
  * never switch, one slow copy does not, two in a row do (for copies of 2
  * KiB or more, below QCCL_SHM_HANDOFF_NT_BYTES), a retry is due 5 ms later
- * and twice as long after each slow retry up to 80 ms, a fast retry
- * switches back, and with the variable set nothing is timed. Copies below
+ * and twice as long after each slow retry up to 80 ms, two fast copies
+ * in a row switch back (a fast retry, then a slow copy, does not), a due
+ * retry streams two more copies before the timed one, and with the
+ * variable set nothing is timed. Copies below
  * 128 KiB: one in 16 counted as sampled, none under a costly clock, none
  * of the others the retry. Then shm_handoff_copy's bytes, both ways,
- * against memcpy.
+ * against memcpy. And the single copy a rank takes while its handoffs
+ * stream (cma.h, cma_mode_use).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "transport/cma.h"
 #include "transport/shm.h"
 
 #define CHECK_NAME "unit_handoff"
@@ -61,8 +65,21 @@ int main(void) {
           "slow retry %d: no retry after %.0f ms", k, want[k] * 1e3);
     at += want[k];
   }
+  /* a fast retry: the next copy is timed too, and a slow one keeps
+   * streaming (the wait doubled, 80 ms at most) */
   shm_handoff_timed(&s, MIB, at, FAST);
-  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at), "a fast retry did not switch back");
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at) && s.nt_slow,
+        "a fast retry: the next copy not timed, or switched back at once");
+  shm_handoff_timed(&s, MIB, at, SLOW);
+  CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, at + 0.08 - 1e-4),
+        "fast then slow retry: not streaming");
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at + 0.08), "fast then slow: no retry at 80 ms");
+  at += 0.08;
+  /* two fast ones in a row switch back */
+  shm_handoff_timed(&s, MIB, at, FAST);
+  shm_handoff_timed(&s, MIB, at, FAST);
+  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at) && !s.nt_slow,
+        "two fast retries did not switch back");
   shm_handoff_timed(&s, MIB, at, SLOW);
   CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at), "one slow copy after the switch back");
 
@@ -98,10 +115,76 @@ int main(void) {
     for (int i = 0; i < SAMPLE - 1; i++) shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
     CHECK(s.nt_slow == 1 && s.nt_tick == SAMPLE - 1,
           "an unsampled small copy was the retry (slow %d, tick %u)", s.nt_slow, s.nt_tick);
+    /* a due retry: two more copies stream first (untimed), the third is
+     * the timed one (whatever it reads, the count starts again) */
+    fresh(&s);
+    s.nt_clock = 1e-9;
+    s.nt_slow = 1;
+    s.nt_retry_at = 0;
+    shm_handoff_copy(&s, b, a, MIB, 2 * MIB);
+    shm_handoff_copy(&s, b, a, MIB, 2 * MIB);
+    CHECK(s.nt_prep == 2 && s.nt_slow == 1 && s.nt_confirm == 0 && s.nt_retry_at == 0,
+          "a due retry's first two copies: prep %d, slow %d, confirm %d", s.nt_prep, s.nt_slow,
+          s.nt_confirm);
+    shm_handoff_copy(&s, b, a, MIB, 2 * MIB);
+    CHECK(s.nt_prep == 0 && (s.nt_confirm == 1 || s.nt_retry_at > 0),
+          "the third copy was not the retry (prep %d, confirm %d)", s.nt_prep, s.nt_confirm);
     /* the first small copy measures the clock */
     fresh(&s);
     shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
     CHECK(s.nt_clock > 0 && s.nt_clock < 1e-3, "the clock's cost: %g s", s.nt_clock);
+  }
+
+  /* single copy while the handoffs stream (cma.h, cma_mode_use): only
+   * where the probe alone turned it off, for blocks of 64 KiB-2 MiB on 2
+   * ranks (not on more), not when the retry is due; with
+   * QCCL_CMA_MODE_EVERY, rank r at the calls r modulo k */
+  {
+    fresh(&s);
+    s.nranks = 2;
+    s.cma_slow = 1;
+    s.peers_readable = 1;
+    double u = 2.0;
+    CHECK(!cma_mode_use(&s, 2, MIB, u), "single copy with a shared cache");
+    shm_handoff_timed(&s, MIB, u, SLOW);
+    shm_handoff_timed(&s, MIB, u, SLOW);
+    CHECK(cma_mode_use(&s, 2, MIB, u) && s.cma_mode_on, "no single copy while streaming");
+    CHECK(cma_mode_use(&s, 2, 64 << 10, u), "no single copy of 64 KiB blocks on 2 ranks");
+    CHECK(cma_mode_use(&s, 2, 2 * MIB, u), "no single copy of 2 MiB blocks on 2 ranks");
+    CHECK(!cma_mode_use(&s, 2, (64 << 10) - 1, u), "single copy below 64 KiB");
+    CHECK(!cma_mode_use(&s, 2, 2 * MIB + 1, u), "single copy above 2 MiB on 2 ranks");
+    CHECK(!cma_mode_use(&s, 3, 256 << 10, u), "single copy on 3 ranks");
+    CHECK(!cma_mode_use(&s, 2, MIB, u + 0.005) && s.cma_mode_on,
+          "single copy when the retry was due, or the mode changed");
+    shm_handoff_timed(&s, MIB, u + 0.005, SLOW); /* the retry, slow: 10 ms on */
+    CHECK(cma_mode_use(&s, 2, MIB, u + 0.006), "no single copy after a slow retry");
+    /* a fast retry (the slot untouched by the peer while it read single
+     * copy), the next slow: single copy again */
+    shm_handoff_timed(&s, MIB, u + 0.015, FAST);
+    CHECK(!cma_mode_use(&s, 2, MIB, u + 0.016), "single copy after a fast retry");
+    shm_handoff_timed(&s, MIB, u + 0.016, SLOW);
+    CHECK(cma_mode_use(&s, 2, MIB, u + 0.017), "no single copy after fast, slow");
+    /* back to a shared cache: two fast in a row */
+    shm_handoff_timed(&s, MIB, u + 0.040, FAST);
+    shm_handoff_timed(&s, MIB, u + 0.040, FAST);
+    CHECK(!cma_mode_use(&s, 2, MIB, u + 0.041) && !s.cma_mode_on,
+          "single copy after two fast retries");
+    s.cma_slow = 0; /* the probe turned it on, or the variable chose */
+    shm_handoff_timed(&s, MIB, u, SLOW);
+    shm_handoff_timed(&s, MIB, u, SLOW);
+    CHECK(!cma_mode_use(&s, 2, MIB, u), "single copy where the probe did not turn it off");
+    fresh(&s);
+    s.cma_mode_every = 3;
+    s.peers_readable = 1;
+    s.rank = 1;
+    int got[6];
+    for (int i = 0; i < 6; i++) got[i] = cma_mode_use(&s, 2, MIB, u);
+    CHECK(!got[0] && got[1] && !got[2] && !got[3] && got[4] && !got[5],
+          "QCCL_CMA_MODE_EVERY=3, rank 1: %d%d%d%d%d%d", got[0], got[1], got[2], got[3], got[4],
+          got[5]);
+    s.peers_readable = 0;
+    for (int i = 0; i < 6; i++)
+      CHECK(!cma_mode_use(&s, 2, MIB, u), "QCCL_CMA_MODE_EVERY: single copy of unreadable peers");
   }
 
   /* the bytes, ordinary and streaming, with guards, at a size that is
