@@ -104,7 +104,10 @@ int shm_handoff_slow(const shm_t* s, double now) {
 
 int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now) {
   if (shm_handoff_nt(s, call_bytes)) return 1;
-  return n >= SHM_NT_AUTO_MIN && shm_handoff_slow(s, now);
+  /* a due retry's prep copies, and the copies that follow the choice
+   * (Reduce's, AllReduce's) meanwhile, stream too */
+  return n >= SHM_NT_AUTO_MIN && s->nt_auto && s->nt_slow &&
+         (now < s->nt_retry_at || s->nt_prep < SHM_NT_RETRY_PREP);
 }
 
 /* Seconds clock_now() adds to a copy timed with it: the least of a few
@@ -136,13 +139,9 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
   }
   double t0 = clock_now();
   if (shm_handoff_streams(s, n, call_bytes, t0)) {
-    copy_stream(dst, src, n);
-    return;
-  }
-  if (s->nt_slow && s->nt_prep < SHM_NT_RETRY_PREP) {
-    /* the retry is due: these still stream, so that the timed copy lands
-     * on lines the peer has read since (both slots' places) */
-    s->nt_prep++;
+    /* the retry due: the first ones still stream, so that the timed copy
+     * lands on lines the peer has read since (both slots' places) */
+    if (s->nt_slow && t0 >= s->nt_retry_at) s->nt_prep++;
     copy_stream(dst, src, n);
     return;
   }

@@ -51,8 +51,11 @@ int main(void) {
   CHECK(shm_handoff_streams(&s, 2 << 10, 2 * MIB, t), "a 2 KiB copy does not stream");
   CHECK(!shm_handoff_streams(&s, (2 << 10) - 1, 2 * MIB, t), "a copy under 2 KiB streams");
   CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, t + 0.0049), "the retry came before 5 ms");
-  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, t + 0.005), "no retry at 5 ms");
-  CHECK(!shm_handoff_streams(&s, 2 << 10, 2 * MIB, t + 0.005), "no retry of 2 KiB at 5 ms");
+  /* the retry due at 5 ms: its prep copies (and the followers') still
+   * stream, of every size */
+  CHECK(!shm_handoff_slow(&s, t + 0.005) && shm_handoff_streams(&s, MIB, 2 * MIB, t + 0.005),
+        "no retry at 5 ms, or its prep does not stream");
+  CHECK(shm_handoff_streams(&s, 2 << 10, 2 * MIB, t + 0.005), "a 2 KiB prep copy does not stream");
 
   /* slow retries: 10, 20, 40, 80, 80 ms */
   const double want[] = {0.01, 0.02, 0.04, 0.08, 0.08};
@@ -61,19 +64,19 @@ int main(void) {
     shm_handoff_timed(&s, MIB, at, SLOW);
     CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, at + want[k] - 1e-4),
           "slow retry %d: the next came before %.0f ms", k, want[k] * 1e3);
-    CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at + want[k]),
-          "slow retry %d: no retry after %.0f ms", k, want[k] * 1e3);
+    CHECK(!shm_handoff_slow(&s, at + want[k]), "slow retry %d: no retry after %.0f ms", k,
+          want[k] * 1e3);
     at += want[k];
   }
   /* a fast retry: the next copy is timed too, and a slow one keeps
    * streaming (the wait doubled, 80 ms at most) */
   shm_handoff_timed(&s, MIB, at, FAST);
-  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at) && s.nt_slow,
-        "a fast retry: the next copy not timed, or switched back at once");
+  CHECK(!shm_handoff_slow(&s, at) && s.nt_slow && s.nt_confirm,
+        "a fast retry: the next retry not due at once, or switched back at once");
   shm_handoff_timed(&s, MIB, at, SLOW);
   CHECK(shm_handoff_streams(&s, MIB, 2 * MIB, at + 0.08 - 1e-4),
         "fast then slow retry: not streaming");
-  CHECK(!shm_handoff_streams(&s, MIB, 2 * MIB, at + 0.08), "fast then slow: no retry at 80 ms");
+  CHECK(!shm_handoff_slow(&s, at + 0.08), "fast then slow: no retry at 80 ms");
   at += 0.08;
   /* two fast ones in a row switch back */
   shm_handoff_timed(&s, MIB, at, FAST);
