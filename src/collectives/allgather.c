@@ -24,7 +24,8 @@
  * so the call is one chunk, and the own block is copied last, while the
  * peer may still be reading this rank's sendbuff. Where single copy is off
  * for the init probe's speed alone, a rank whose handoffs stream (no
- * shared cache) offers its block so, 64 KiB-2 MiB (cma_mode_offer), in
+ * shared cache) offers its block so, above the exchange cells' blocks to
+ * 2 MiB (cma_mode_offer), in
  * the staged chunks, which the peer keeps, reading it whole at the first.
  *
  * Exchange cells (shm_xch.c): on 2 ranks where single copy does not apply

@@ -21,7 +21,8 @@
  * every rank is done. Each rank decides for its own buffer. Where single
  * copy is off for the init probe's speed alone, on 2 ranks, a rank whose
  * handoffs stream (no shared cache) offers its sendbuff so for pieces of
- * 64 KiB-2 MiB (cma_mode_offer): in the staged chunks, which its peer
+ * 64 KiB-2 MiB (cma_mode_offer; the exchange cells' blocks, to 128 KiB,
+ * go through them first): in the staged chunks, which its peer
  * keeps, reading its piece whole at the first.
  *
  * In both, the own block goes straight from sendbuff to recvbuff.

@@ -328,13 +328,17 @@ int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block,
  * copy is off for the probe alone (the segment's cma_slow: every rank can
  * read every other), on 2 ranks, a rank whose handoffs stream offers its
  * AlltoAll sendbuff and its AllGather block single copy, for blocks of
- * CMA_MODE_MIN_BYTES to CMA_MODE_MAX_BYTES, inside the staged chunks:
+ * CMA_MODE_MIN_BYTES to CMA_MODE_MAX_BYTES (in effect above the exchange
+ * cells' blocks, QCCL_SHM_XCH_BYTES, 128 KiB, which take smaller ones
+ * first), inside the staged chunks:
  * each rank decides for its own buffer, call by call, and the reader
  * follows what it published. A call due for the handoffs' timed retry
  * stages, so the return of a shared cache is seen. Each change of the
  * mode is logged at INFO. QCCL_CMA_MODE_EVERY=k (tests): where the peer
  * can be read and the segment's single copy does not apply, rank r offers
- * at its calls r modulo k, whatever its handoffs, so the ranks differ. */
+ * at the calls that reach this choice (2 ranks, a block in range, not
+ * through the cells, not mapped; counted per segment) whose count is r
+ * modulo k, whatever its handoffs, so the ranks differ. */
 #define CMA_MODE_MIN_BYTES ((size_t)64 << 10)
 #define CMA_MODE_MAX_BYTES ((size_t)2 << 20)
 int cma_mode_offer(shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg);

@@ -28,7 +28,8 @@
  * shared cache is seen within that. A retry is timed only after
  * SHM_NT_RETRY_PREP more copies that stream (the places of both slots
  * written and, by the time the retry writes one again, read by the peer),
- * and a fast retry switches back only once the next retry (at once) is
+ * and a fast retry switches back only once the next retry (due at once,
+ * after its own prep; a slow one then doubles the wait as any slow retry) is
  * fast too: a rank that read single copy while its handoffs streamed
  * (cma.h, cma_mode_offer) had written nothing its peer read since, and
  * its first copies into the slots met none of the peer's lines whatever
@@ -71,7 +72,8 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
     if (!s->nt_slow) return;
     s->nt_prep = 0;
     if (!s->nt_confirm) {
-      /* a fast retry: the next one, at once, decides */
+      /* a fast retry: the next one, due at once (after its own prep),
+       * decides */
       s->nt_confirm = 1;
       s->nt_retry_at = t0;
       return;

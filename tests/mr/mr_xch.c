@@ -21,8 +21,10 @@
  * their outputs checked after the batch, so that a rank starts its next
  * call while the peer may still be copying out of the last one; before a
  * batch one rank now and then sleeps up to 2 ms, so that the other runs
- * ahead as far as the protocol lets it. Any world size: the exchange only
- * applies on 2.
+ * ahead as far as the protocol lets it. AllGather's and AlltoAll's send
+ * buffers are overwritten as soon as the call returns, so a peer still
+ * reading one (a rank returning before its readers are done) reads the
+ * wrong bytes. Any world size: the exchange only applies on 2.
  *
  * With --max-bytes N (above 200 KiB) a fifth of the calls draw sizes
  * from 200 KiB to N and a tenth around a slot (1 MiB), for the staged
@@ -115,8 +117,12 @@ static void run(mr_case_t* c, mr_t* t, int k, call_t* x) {
   size_t n = x->n;
   if (x->op == OP_AG) {
     MR_OK(c, qcclAllGather(x->send, x->rb.p, n, qcclUint8, t->comm, NULL));
+    /* the call is complete: the send buffer is the caller's again (a peer
+     * that still read it single copy would read this) */
+    if (!x->inplace) memset(x->sb.p, 0x5a, n);
   } else if (x->op == OP_A2A) {
     MR_OK(c, qcclAlltoAll(x->send, x->rb.p, n, qcclUint8, t->comm, NULL));
+    memset(x->sb.p, 0x5a, n * (size_t)W);
   } else if (x->op == OP_AR) {
     MR_OK(c, qcclAllReduce(x->send, x->rb.p, (n + 3) / 4, qcclInt32, qcclSum, t->comm, NULL));
   } else if (x->op == OP_BC) {

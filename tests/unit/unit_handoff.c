@@ -3,7 +3,7 @@
  * (transport/shm_handoff.c), fed the timings of ordinary copies: fast ones
  * never switch, one slow copy does not, two in a row do (for copies of 2
  * KiB or more, below QCCL_SHM_HANDOFF_NT_BYTES), a retry is due 5 ms later
- * and twice as long after each slow retry up to 80 ms, two fast copies
+ * and twice as long after each slow retry up to 80 ms, two fast retries
  * in a row switch back (a fast retry, then a slow copy, does not), a due
  * retry streams two more copies before the timed one, and with the
  * variable set nothing is timed. Copies below
