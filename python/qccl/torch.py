@@ -118,28 +118,47 @@ class _Work(dist._Work):
         self._done = False
         self._err = err
         self._fut = torch.futures.Future()
+        self._settled = threading.Event()  # the future is set
+        self._completer = None  # the thread that completes it
         if event is None:
             self._complete(err)
 
     def _complete(self, err):
-        """Runs the copy-backs once and sets the future (any thread)."""
+        """Runs the copy-backs once and sets the future (any thread). A
+        thread that finds another one completing waits until the future is
+        set, so that wait() returns only once is_completed() and the future
+        say done (the completion thread could otherwise still be between
+        the two); the completing thread itself (a future's callback that
+        waits on its Work) does not wait."""
         with self._lock:
             if self._done:
-                return
+                if self._completer != threading.get_ident():
+                    other = True
+                else:
+                    return
+            else:
+                other = False
+                self._completer = threading.get_ident()
+                if err is None:
+                    try:
+                        for f in self._finish:
+                            f()
+                    except Exception as e:  # a copy-back failed: the Work fails
+                        err = e
+                self._err = err
+                self._done = True
+                self._finish = []
+                self._keep = ()
+        if other:
+            self._settled.wait()
+            return
+        try:
             if err is None:
-                try:
-                    for f in self._finish:
-                        f()
-                except Exception as e:  # a copy-back failed: the Work fails
-                    err = e
-            self._err = err
-            self._done = True
-            self._finish = []
-            self._keep = ()
-        if err is None:
-            self._fut.set_result(self._result)
-        else:
-            self._fut.set_exception(err)
+                self._fut.set_result(self._result)
+            else:
+                self._fut.set_exception(err)
+        finally:
+            self._settled.set()
 
     def _sync(self):
         if self._event is not None:
