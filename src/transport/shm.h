@@ -85,7 +85,10 @@ typedef struct {
     uint64_t rec[SHM_CHECK_WORDS];
   } check[SHM_CHECK_RING];
   _Atomic uint64_t check_done;
-  char pad2[SHM_LINE - 8];
+  /* rank 0's only: the word the 2 ranks bounce at attach to time a cache
+   * line's round trip between their cores (shm_handoff_probe) */
+  _Atomic uint64_t ping;
+  char pad2[SHM_LINE - 16];
 } shm_ctrl_t;
 _Static_assert(sizeof(shm_ctrl_t) == 12 * SHM_LINE, "a control line is twelve cache lines");
 
@@ -190,6 +193,7 @@ typedef struct shm {
   int nt_prep;          /* copies streamed since a retry came due (SHM_NT_RETRY_PREP) */
   unsigned nt_tick;     /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
   double nt_clock;      /* seconds clock_now() adds to a timed copy; 0: not measured yet */
+  int nt_seeded;        /* nt_slow from the probe: the first retry counts from the first copy */
   size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t* cma_buf;    /* what peers read to probe CMA (cma.c; freed by it) */
   int peers_readable;   /* every local rank may read / map every other's memory */
@@ -333,6 +337,16 @@ int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now)
  * (no shared cache), and no timed retry is due at now. */
 int shm_handoff_slow(const shm_t* s, double now);
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
+/* At attach, on 2 ranks with a core each: the two bounce a word between
+ * their cores and each starts its handoffs streaming when the round trip
+ * says their cores share no cache (shm_handoff_seed), instead of learning
+ * it from slow copies in the first calls. Returns the median round trip
+ * in seconds, or 0: not measured (another rank count, the variable set,
+ * a rank held off). */
+double shm_handoff_probe(shm_t* s);
+/* What a round trip of rt seconds, measured at now, starts the handoffs
+ * with (exposed for tests/unit/unit_handoff.c); 1 when they stream. */
+int shm_handoff_seed(shm_t* s, double rt, double now);
 
 /* The exchange of a 2-rank segment (shm_xch.c). shm_xch_use: whether a
  * block of n bytes is exchanged so (the same answer on both ranks). For

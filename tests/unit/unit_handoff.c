@@ -10,7 +10,8 @@
  * 128 KiB: one in 16 counted as sampled, none under a costly clock, none
  * of the others the retry. Then shm_handoff_copy's bytes, both ways,
  * against memcpy. And the single copy a rank takes while its handoffs
- * stream (cma.h, cma_mode_use).
+ * stream (cma.h, cma_mode_use). And where the round trip the attach
+ * probe measured starts the handoffs (shm_handoff_seed).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,38 @@ int main(void) {
     s.peers_readable = 0;
     for (int i = 0; i < 6; i++)
       CHECK(!cma_mode_use(&s, 2, MIB, u), "QCCL_CMA_MODE_EVERY: single copy of unreadable peers");
+  }
+
+  /* the start the attach probe's round trip gives (shm_handoff_seed):
+   * ordinary at 85 ns and at 250; streaming above, with the first retry
+   * 80 ms after the first copy into the segment; no verdict above 5 us
+   * (a rank held off) or with the variable set */
+  {
+    const double rts[] = {85e-9, 250e-9, 0, 6e-6};
+    for (int i = 0; i < 4; i++) {
+      fresh(&s);
+      CHECK(!shm_handoff_seed(&s, rts[i], 1.0) && !s.nt_slow, "a round trip of %.0f ns streams",
+            rts[i] * 1e9);
+    }
+    fresh(&s);
+    s.nt_auto = 0;
+    CHECK(!shm_handoff_seed(&s, 340e-9, 1.0) && !s.nt_slow, "the variable set, the probe decided");
+    fresh(&s);
+    CHECK(shm_handoff_seed(&s, 340e-9, 1.0), "a round trip of 340 ns does not stream");
+    CHECK(shm_handoff_slow(&s, 1e9) && shm_handoff_streams(&s, MIB, 2 * MIB, 1e9),
+          "seeded: a retry came before the first copy");
+    char a[4096], b[4096];
+    memset(a, 1, sizeof a);
+    shm_handoff_copy(&s, b, a, sizeof a, 2 * MIB); /* sampled or not, the retry's clock starts */
+    CHECK(!s.nt_seeded && s.nt_retry_at > 0 && s.nt_retry_at < 1e300,
+          "the first copy set no retry");
+    double due = s.nt_retry_at;
+    CHECK(shm_handoff_slow(&s, due - 0.001) && !shm_handoff_slow(&s, due),
+          "seeded: the retry is not due at %.3f s", due);
+    /* a slow retry then waits the longest, 80 ms */
+    shm_handoff_timed(&s, MIB, due, SLOW);
+    CHECK(s.nt_slow && s.nt_retry_at > due + 0.079 && s.nt_retry_at < due + 0.081,
+          "seeded, a slow retry: the next %.3f s on, not 80 ms", s.nt_retry_at - due);
   }
 
   /* the bytes, ordinary and streaming, with guards, at a size that is
