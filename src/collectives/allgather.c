@@ -31,7 +31,8 @@
  * Exchange cells (shm_xch.c): on 2 ranks where single copy does not apply
  * (the same on both ranks), a block up to QCCL_SHM_XCH_BYTES goes through
  * a cell of the segment's two it holds, the one it read in the last
- * exchange, or its slot where it holds none or its handoffs stream (with
+ * exchange (ordinary stores in either mode), or its slot where it holds
+ * none (with
  * a shared cache 0.70-0.91 of the chunked path's time at 4-256 KiB,
  * without 0.81-0.99; docs/PERF.md, "Cells that change hands"); the own
  * block is copied once its block is out.

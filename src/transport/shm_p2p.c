@@ -194,7 +194,7 @@ static size_t shm_push_header(shm_t* s, int peer, unsigned char* hdr, const void
   if (space < P2P_HDR) return 0;
   whole = whole && space >= need;
   if (whole) shm_ring_put(s, ring, head + P2P_HDR, space - P2P_HDR, buf, n);
-  if (cell != NULL) shm_handoff_copy(s, cell, buf, n, n);
+  if (cell != NULL) memcpy(cell, buf, n); /* ordinary stores in either mode: shm_cell_pick */
   uint32_t w = (uint32_t)whole;
   memcpy(hdr + P2P_WHOLE_AT, &w, 4);
   /* positions are whole lines apart, so a header never wraps */
@@ -258,12 +258,18 @@ static size_t shm_pull(shm_t* s, int peer, void* buf, size_t n) {
 
 /* The cell a send of n bytes to peer may take (0 or 1, shm.h's hold
  * words), -1 when none: the one this rank took last when it holds it,
- * the lines it has just read. None while this rank's handoffs stream
- * (shm_handoff.c: its cores share no cache, and the lines go through
- * memory either way; there cells took 1.16-1.26x the ring's time at
- * 16-64 KiB, docs/PERF.md, "Cells that change hands"). */
+ * the lines it has just read, written with ordinary stores whatever this
+ * rank's handoffs into the ring use (shm_handoff.c): only the peer's copy
+ * of each line is dropped, and where the cores share no cache the peer
+ * then fetches each line once from this core. Without a shared cache (the
+ * AMD guest, 2-rank SendRecv, steady runs, 117 paired medians) that took
+ * 0.79-0.93 of the time of the ring written streaming at 8-256 KiB, 0.96
+ * at 4 KiB; with one the same (0.98-1.00; docs/PERF.md, "The mode from
+ * the first call"). Until 2026-12-07 a rank whose handoffs streamed took
+ * the ring: cells written streaming had taken 1.16-1.26x the ring's time
+ * at 16-64 KiB ("Cells that change hands"). */
 static int shm_cell_pick(const shm_t* s, int peer, size_t n) {
-  if (n == 0 || n > s->cell_bytes || s->nt_slow) return -1;
+  if (n == 0 || n > s->cell_bytes) return -1;
   return shm_hold_pick(s->p2p_hold[peer]);
 }
 

@@ -31,10 +31,20 @@
  * may run eager calls, a Broadcast's root, that take chunk numbers
  * without waiting for the peer, and so write the word of the next
  * exchange at the parity of the last while the peer is about to read it.)
- * A rank takes the slot while its handoffs stream (shm_handoff.c: its
- * cores share no cache, the lines go through memory either way, and cells
- * took 1.13-1.16x the slots' time at 64-256 KiB), or when it holds no
- * cell.
+ * A rank takes the slot only when it holds no cell. It writes a cell with
+ * ordinary stores in either mode, whatever its handoffs into the slots
+ * use (shm_handoff.c): the lines are the ones its core has just read, so
+ * only the peer's copy is dropped, and where the cores share no cache the
+ * peer's read then fetches them once, where streaming stores would send
+ * them to memory and the peer fetch them from there. Without a shared
+ * cache (the AMD guest, 2 ranks, steady runs, paired medians) cells
+ * written so took 0.74-0.91 of the time of slots written streaming at
+ * 4-256 KiB (AllGather, AlltoAll; AllReduce 16-64 KiB 0.77-0.79, 4 KiB
+ * 0.95), cells written streaming 1.10-1.21 (docs/PERF.md, "The mode
+ * from the first call"). Until 2026-12-07 a rank whose handoffs streamed
+ * took the slot: cells written streaming had taken 1.13-1.16x the slots'
+ * time at 64-256 KiB; ordinary stores into the cells were not tried
+ * then.
  *
  * The exchange takes a chunk number from the slots' sequence and posts
  * 3g + 1 once its block is out and 3g + 3 once it has read the peer's, so
@@ -55,7 +65,6 @@ int shm_xch_use(const shm_t* s, size_t n) {
  * slot at every QCCL_SHM_XCH_SLOT_EVERY-th exchange of this rank, the
  * ranks out of step (for the tests: both ways at once). */
 static int shm_xch_pick(shm_t* s) {
-  if (s->nt_slow) return -1;
   if (s->xch_slot_every > 0 && (s->xch_count++ + (unsigned)s->rank) % s->xch_slot_every == 0)
     return -1;
   return shm_hold_pick(s->xch_hold);
@@ -73,7 +82,10 @@ qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size
     if (r != qcclSuccess) return r;
     dst = shm_slot(s, s->rank, g) + rot;
   }
-  shm_handoff_copy(s, dst, src, n, call_bytes);
+  if (k >= 0) /* lines this core has just read: ordinary stores in either mode */
+    memcpy(dst, src, n);
+  else
+    shm_handoff_copy(s, dst, src, n, call_bytes);
   s->ctrl[s->rank].xch_at[s->xch_seq & 1] = (uint16_t)(k + 1);
   shm_post(s, 3 * g + 1);
   return qcclSuccess;
