@@ -194,6 +194,8 @@ typedef struct shm {
   unsigned nt_tick;     /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
   double nt_clock;      /* seconds clock_now() adds to a timed copy; 0: not measured yet */
   int nt_seeded;        /* nt_slow from the probe: the first retry counts from the first copy */
+  int nt_probe_set;     /* QCCL_SHM_HANDOFF_PROBE_NS set: nt_probe_s replaces the default */
+  double nt_probe_s;    /* its round trip (seconds) above which handoffs start streaming */
   size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t* cma_buf;    /* what peers read to probe CMA (cma.c; freed by it) */
   int peers_readable;   /* every local rank may read / map every other's memory */

@@ -123,7 +123,8 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
 }
 
 int shm_handoff_seed(shm_t* s, double rt, double now) {
-  if (!s->nt_auto || rt <= 0 || rt > SHM_NT_PROBE_MAX_S || rt <= SHM_NT_PROBE_SLOW_S) return 0;
+  double slow = s->nt_probe_set ? s->nt_probe_s : SHM_NT_PROBE_SLOW_S;
+  if (!s->nt_auto || rt <= 0 || rt > SHM_NT_PROBE_MAX_S || rt <= slow) return 0;
   /* streaming, the first retry SHM_NT_RETRY_MAX_S after the first copy:
    * a retry times an ordinary copy into places the peer has read, and
    * the first calls' places are fresh (their ordinary copies ran at 7 GB/s
@@ -153,10 +154,16 @@ static int shm_cmp_double(const void* a, const void* b) {
 }
 
 double shm_handoff_probe(shm_t* s) {
-  /* only two ranks, each on a core of its own (s->spin is 0 where ranks
-   * outnumber the cores): a round trip through a descheduled rank would
-   * time the scheduler */
-  if (!s->nt_auto || s->nranks != 2 || s->spin == 0) return 0;
+  /* only two ranks, each on a core of its own: a round trip through a
+   * descheduled rank would time the scheduler */
+  if (!s->nt_auto || s->nranks != 2 || s->nranks > s->ncores) return 0;
+  if (s->nt_probe_set && s->nt_probe_s == 0) { /* QCCL_SHM_HANDOFF_PROBE_NS=0: no probe */
+    shm_handoff_seed(s, SHM_NT_PROBE_MAX_S, clock_now());
+    QCCL_INFO(LOG_SHM,
+              "rank %d: handoffs start with streaming stores (QCCL_SHM_HANDOFF_PROBE_NS=0)",
+              s->rank);
+    return 0;
+  }
   _Atomic uint64_t* w = &s->ctrl[0].ping;
   double deadline = clock_now() + SHM_NT_PROBE_LIMIT_S;
   double batch[SHM_NT_PROBE_BATCHES];
@@ -179,7 +186,10 @@ double shm_handoff_probe(shm_t* s) {
             rt > SHM_NT_PROBE_MAX_S ? "no verdict above"
             : slow                  ? "above"
                                     : "at most",
-            (rt > SHM_NT_PROBE_MAX_S ? SHM_NT_PROBE_MAX_S : SHM_NT_PROBE_SLOW_S) * 1e9);
+            (rt > SHM_NT_PROBE_MAX_S ? SHM_NT_PROBE_MAX_S
+             : s->nt_probe_set       ? s->nt_probe_s
+                                     : SHM_NT_PROBE_SLOW_S) *
+                1e9);
   return rt;
 }
 

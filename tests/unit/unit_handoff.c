@@ -205,6 +205,12 @@ int main(void) {
     fresh(&s);
     s.nt_auto = 0;
     CHECK(!shm_handoff_seed(&s, 340e-9, 1.0) && !s.nt_slow, "the variable set, the probe decided");
+    /* QCCL_SHM_HANDOFF_PROBE_NS replaces the 250 ns */
+    fresh(&s);
+    s.nt_probe_set = 1, s.nt_probe_s = 400e-9;
+    CHECK(!shm_handoff_seed(&s, 340e-9, 1.0), "340 ns streams under a 400 ns threshold");
+    s.nt_probe_s = 0;
+    CHECK(shm_handoff_seed(&s, 85e-9, 1.0), "85 ns does not stream under a threshold of 0");
     fresh(&s);
     CHECK(shm_handoff_seed(&s, 340e-9, 1.0), "a round trip of 340 ns does not stream");
     CHECK(shm_handoff_slow(&s, 1e9) && shm_handoff_streams(&s, MIB, 2 * MIB, 1e9),
