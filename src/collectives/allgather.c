@@ -32,10 +32,9 @@
  * (the same on both ranks), a block up to QCCL_SHM_XCH_BYTES goes through
  * a cell of the segment's two it holds, the one it read in the last
  * exchange (ordinary stores in either mode), or its slot where it holds
- * none (with
- * a shared cache 0.70-0.91 of the chunked path's time at 4-256 KiB,
- * without 0.81-0.99; docs/PERF.md, "Cells that change hands"); the own
- * block is copied once its block is out.
+ * none (with a shared cache 0.70-0.91 of the chunked path's time at 4-256
+ * KiB, without 0.81-0.99; docs/PERF.md, "Cells that change hands"); the
+ * own block is copied once its block is out.
  *
  * Blocks of four slots and more that are not read whole go in half-slot
  * chunks, at the slot's two halves in turn, on every rank alike

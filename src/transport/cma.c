@@ -223,7 +223,9 @@ int cma_mode_use(shm_t* s, int nranks, size_t block, double now) {
     return s->peers_readable &&
            s->cma_mode_count++ % s->cma_mode_every == (unsigned)s->rank % s->cma_mode_every;
   /* the mode (logged when it changes), and the call's choice: staged
-   * when the handoffs' timed retry is due */
+   * when the handoffs' timed retry is due (counted from here where the
+   * probe set the mode: shm_handoff_begin) */
+  shm_handoff_begin(s, now);
   int mode = s->cma_slow && s->nt_auto && s->nt_slow;
   int on = mode && shm_handoff_slow(s, now);
   if (mode != s->cma_mode_on) {

@@ -14,7 +14,8 @@
  * Data one rank writes into the segment for another to read goes with
  * ordinary stores while those run fast, and with non-temporal stores
  * (copy_stream), so that the reader finds it in memory rather than dirty
- * in the writer's cache, while they run slow (shm_handoff.c): on a VM
+ * in the writer's cache, while they run slow (shm_handoff.c; the cells,
+ * which hold lines the writer has just read, with ordinary ones always): on a VM
  * whose vCPUs may sit on cores without a shared cache, a write-then-read
  * handoff of 512 KiB ran at 2-3 GB/s through the caches, against 6-14 GB/s
  * when the cores share one, and at 6-7.5 GB/s through memory in both cases
@@ -193,7 +194,7 @@ typedef struct shm {
   int nt_prep;          /* copies streamed since a retry came due (SHM_NT_RETRY_PREP) */
   unsigned nt_tick;     /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
   double nt_clock;      /* seconds clock_now() adds to a timed copy; 0: not measured yet */
-  int nt_seeded;        /* nt_slow from the probe: the first retry counts from the first copy */
+  int nt_seeded;        /* nt_slow from the probe: the first retry counts from the first use */
   int nt_probe_set;     /* QCCL_SHM_HANDOFF_PROBE_NS set: nt_probe_s replaces the default */
   double nt_probe_s;    /* its round trip (seconds) above which handoffs start streaming */
   size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
@@ -339,23 +340,32 @@ int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now)
  * (no shared cache), and no timed retry is due at now. */
 int shm_handoff_slow(const shm_t* s, double now);
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
-/* At attach, on 2 ranks with a core each: the two bounce a word between
- * their cores and each starts its handoffs streaming when the round trip
- * says their cores share no cache (shm_handoff_seed), instead of learning
- * it from slow copies in the first calls. Returns the median round trip
- * in seconds, or 0: not measured (another rank count, the variable set,
- * a rank held off). */
+/* At attach, on 2 ranks on a host with 2 CPUs or more: the two bounce a
+ * word between their cores and each starts its handoffs streaming when
+ * the round trip says their cores share no cache (shm_handoff_seed),
+ * instead of learning it from slow copies in the first calls
+ * (shm_handoff_probe.c). Returns the median round trip in seconds (above
+ * 5 us: no verdict, a rank held off), or 0: not measured (another rank
+ * count, QCCL_SHM_HANDOFF_NT_BYTES set, QCCL_SHM_HANDOFF_PROBE_NS=0, the
+ * other rank did not answer within 5 ms). */
+#define SHM_NT_PROBE_SLOW_S 250e-9 /* a round trip above: no shared cache */
+#define SHM_NT_PROBE_MAX_S 5e-6    /* above: a rank held off, no verdict */
 double shm_handoff_probe(shm_t* s);
-/* What a round trip of rt seconds, measured at now, starts the handoffs
- * with (exposed for tests/unit/unit_handoff.c); 1 when they stream. */
-int shm_handoff_seed(shm_t* s, double rt, double now);
+/* What a round trip of rt seconds starts the handoffs with (exposed for
+ * tests/unit/unit_handoff.c); 1 when they stream (shm_handoff_stream_first:
+ * streaming, the first timed retry counted from shm_handoff_begin, the
+ * first use of the choice: a copy into the segment, or cma_mode_use). */
+int shm_handoff_seed(shm_t* s, double rt);
+void shm_handoff_stream_first(shm_t* s);
+void shm_handoff_begin(shm_t* s, double now);
 
 /* The exchange of a 2-rank segment (shm_xch.c). shm_xch_use: whether a
  * block of n bytes is exchanged so (the same answer on both ranks). For
  * an exchange with chunk number g (shm_chunk_next) and its place in the
  * slots rot (shm_rot of g and n, the same on both ranks): shm_xch_put
- * writes n bytes of src into a cell this rank holds or, once free, its
- * slot (the copy's stores chosen for a call of call_bytes,
+ * writes n bytes of src into a cell this rank holds (ordinary stores,
+ * streaming only where QCCL_SHM_HANDOFF_NT_BYTES says so for a call of
+ * call_bytes) or, once free, its slot (the stores chosen for such a call,
  * shm_handoff_copy), and posts 3g + 1 (qcclInProgress while the slot is
  * not free: call it again); shm_xch_test: qcclSuccess once the peer did
  * (a test as shm_test_rank); shm_xch_get then copies its n bytes into dst

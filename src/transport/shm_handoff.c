@@ -45,27 +45,27 @@
  * way; a streaming copy ends with a store fence before the chunk is
  * posted).
  * A rank need not learn the mode from its first calls' slow copies: at
- * attach, 2 ranks on a core each bounce a word between their cores
- * (shm_handoff_probe, 5 batches of 64 round trips, the median batch; at
- * most 5 ms) and, above SHM_NT_PROBE_SLOW_S a round trip (the AMD guest:
- * 60-90 ns with a shared cache, 310-380 without, as qccl-handoff
- * measures), start streaming, the first retry SHM_NT_RETRY_MAX_S after
- * their first copy into the segment (shm_handoff_seed: a retry's
- * ordinary copy must land on places the peer has read, and the first
- * calls' places are fresh). Without it, every process, and every lane of
+ * attach, 2 ranks on a host with 2 CPUs or more bounce a word between
+ * their cores (shm_handoff_probe.c) and, above SHM_NT_PROBE_SLOW_S a
+ * round trip (the AMD guest: 60-90 ns with a shared cache, 310-380
+ * without, as qccl-handoff measures), start streaming, the first retry
+ * SHM_NT_RETRY_MAX_S after the first use of the choice (shm_handoff_seed,
+ * shm_handoff_begin: a retry's ordinary copy must land on places the peer
+ * has read, and the first calls' places are fresh). Without it, every process, and every lane of
  * it, paid its first slow copies and the switching back and forth that
  * fresh places caused: a fresh 2-rank AllGather of 1 MiB without a
  * shared cache took 100-300 us a call for its first ten calls against
  * 50-65 after.
  * QCCL_SHM_HANDOFF_NT_BYTES set turns the timing off. Every copy a rank
- * makes into the segment for a peer goes through shm_handoff_copy: the
- * staged chunks of every collective, AllReduce's result areas (reduced
- * into recvbuff first), the point-to-point rings; Reduce's reducers ask
- * shm_handoff_streams whether to reduce in cache and stream the result.
+ * makes into the segment for a peer goes through shm_handoff_copy (the
+ * staged chunks of every collective, AllReduce's result areas, reduced
+ * into recvbuff first, the point-to-point rings; Reduce's reducers ask
+ * shm_handoff_streams whether to reduce in cache and stream the result),
+ * but for the cells (shm_xch.c, shm_p2p.c): lines the writer has just
+ * read, written with ordinary stores in either mode (streaming only where
+ * QCCL_SHM_HANDOFF_NT_BYTES says so).
  */
 #include <math.h>
-#include <stdatomic.h>
-#include <stdlib.h>
 
 #include "core/log.h"
 #include "core/memcopy.h"
@@ -81,11 +81,6 @@
 #define SHM_NT_RETRY_S 0.005                 /* seconds to the first timed retry */
 #define SHM_NT_RETRY_MAX_S 0.08              /* and at most between two */
 #define SHM_NT_RETRY_PREP 2                  /* copies a due retry still streams first */
-#define SHM_NT_PROBE_TRIPS 64                /* round trips of a batch (shm_handoff_probe) */
-#define SHM_NT_PROBE_BATCHES 5               /* batches; the median counts */
-#define SHM_NT_PROBE_SLOW_S 250e-9           /* a round trip above: no shared cache */
-#define SHM_NT_PROBE_MAX_S 5e-6              /* above: a rank held off, no verdict */
-#define SHM_NT_PROBE_LIMIT_S 0.005           /* the whole probe at most */
 
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
   int slow = dt > 0 && (double)n / dt < SHM_NT_SLOW_BPS;
@@ -122,75 +117,31 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
             s->rank, SHM_NT_AUTO_MIN, slow ? "streaming" : "ordinary", (double)n / dt / 1e9);
 }
 
-int shm_handoff_seed(shm_t* s, double rt, double now) {
-  double slow = s->nt_probe_set ? s->nt_probe_s : SHM_NT_PROBE_SLOW_S;
-  if (!s->nt_auto || rt <= 0 || rt > SHM_NT_PROBE_MAX_S || rt <= slow) return 0;
-  /* streaming, the first retry SHM_NT_RETRY_MAX_S after the first copy:
-   * a retry times an ordinary copy into places the peer has read, and
-   * the first calls' places are fresh (their ordinary copies ran at 7 GB/s
-   * without a shared cache, so a retry 5 ms after the probe switched back
-   * and the first AllGathers of 1 MiB took 2-4x as long) */
-  (void)now;
+void shm_handoff_stream_first(shm_t* s) {
+  /* streaming, the first retry SHM_NT_RETRY_MAX_S after the first use
+   * (shm_handoff_begin): a retry times an ordinary copy into places the
+   * peer has read, and the first calls' places are fresh (their ordinary
+   * copies ran at 7 GB/s without a shared cache, so a retry 5 ms after the
+   * probe switched back and the first AllGathers of 1 MiB took 2-4x as
+   * long) */
   s->nt_slow = 1;
   s->nt_strikes = s->nt_confirm = s->nt_prep = 0;
   s->nt_wait = SHM_NT_RETRY_MAX_S;
   s->nt_retry_at = HUGE_VAL;
   s->nt_seeded = 1;
+}
+
+int shm_handoff_seed(shm_t* s, double rt) {
+  double slow = s->nt_probe_set ? s->nt_probe_s : SHM_NT_PROBE_SLOW_S;
+  if (!s->nt_auto || rt <= 0 || rt > SHM_NT_PROBE_MAX_S || rt <= slow) return 0;
+  shm_handoff_stream_first(s);
   return 1;
 }
 
-/* Waits until *w holds v; 0 once the deadline passed (the clock read
- * every 64 polls, not to slow the round trip it times). */
-static int shm_probe_wait(_Atomic uint64_t* w, uint64_t v, double deadline) {
-  for (unsigned i = 1;; i++) {
-    if (atomic_load_explicit(w, memory_order_acquire) == v) return 1;
-    if (i % 64 == 0 && clock_now() > deadline) return 0;
-  }
-}
-
-static int shm_cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-double shm_handoff_probe(shm_t* s) {
-  /* only two ranks, each on a core of its own: a round trip through a
-   * descheduled rank would time the scheduler */
-  if (!s->nt_auto || s->nranks != 2 || s->nranks > s->ncores) return 0;
-  if (s->nt_probe_set && s->nt_probe_s == 0) { /* QCCL_SHM_HANDOFF_PROBE_NS=0: no probe */
-    shm_handoff_seed(s, SHM_NT_PROBE_MAX_S, clock_now());
-    QCCL_INFO(LOG_SHM,
-              "rank %d: handoffs start with streaming stores (QCCL_SHM_HANDOFF_PROBE_NS=0)",
-              s->rank);
-    return 0;
-  }
-  _Atomic uint64_t* w = &s->ctrl[0].ping;
-  double deadline = clock_now() + SHM_NT_PROBE_LIMIT_S;
-  double batch[SHM_NT_PROBE_BATCHES];
-  uint64_t k = 0; /* round k: rank 0 turns 2k into 2k + 1, rank 1 that into 2k + 2 */
-  for (int b = 0; b < SHM_NT_PROBE_BATCHES; b++) {
-    double t0 = clock_now();
-    for (int i = 0; i < SHM_NT_PROBE_TRIPS; i++, k++) {
-      if (!shm_probe_wait(w, 2 * k + (uint64_t)s->rank, deadline)) return 0; /* the peer too */
-      atomic_store_explicit(w, 2 * k + (uint64_t)s->rank + 1, memory_order_release);
-    }
-    batch[b] = (clock_now() - t0) / SHM_NT_PROBE_TRIPS;
-  }
-  qsort(batch, SHM_NT_PROBE_BATCHES, sizeof batch[0], shm_cmp_double);
-  double rt = batch[SHM_NT_PROBE_BATCHES / 2];
-  int slow = shm_handoff_seed(s, rt, clock_now());
-  QCCL_INFO(LOG_SHM,
-            "rank %d: a cache line's round trip to the other rank took %.0f ns: handoffs start "
-            "with %s stores (%s %.0f ns)",
-            s->rank, rt * 1e9, slow ? "streaming" : "ordinary",
-            rt > SHM_NT_PROBE_MAX_S ? "no verdict above"
-            : slow                  ? "above"
-                                    : "at most",
-            (rt > SHM_NT_PROBE_MAX_S ? SHM_NT_PROBE_MAX_S
-             : s->nt_probe_set       ? s->nt_probe_s
-                                     : SHM_NT_PROBE_SLOW_S) *
-                1e9);
-  return rt;
+void shm_handoff_begin(shm_t* s, double now) {
+  if (!s->nt_seeded) return;
+  s->nt_seeded = 0;
+  s->nt_retry_at = now + s->nt_wait;
 }
 
 int shm_handoff_slow(const shm_t* s, double now) {
@@ -222,10 +173,7 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
     copy_out(dst, src, n, forced);
     return;
   }
-  if (s->nt_seeded) { /* the first copy since the probe: the retry's clock starts */
-    s->nt_seeded = 0;
-    s->nt_retry_at = clock_now() + s->nt_wait;
-  }
+  if (s->nt_seeded) shm_handoff_begin(s, clock_now()); /* the retry's clock starts */
   if (n < SHM_NT_TIMED_MIN) {
     /* a small copy reads the clock only when sampled, and only where the
      * clock is cheap next to the copy; else it follows the last choice

@@ -80,6 +80,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/memcopy.h"
 #include "core/wait.h"
 #include "transport/cma.h"
 #include "transport/shm.h"
@@ -106,8 +107,8 @@ typedef struct {
   int cell; /* the payload goes through one of the pair's cells */
   /* a send's cell (0: this rank's channel's, 1: the peer's, -1: the
    * ring), chosen at its header's first try and kept: a header the full
-   * ring held back must not go out later saying otherwise (the handoffs
-   * may have turned to streaming meanwhile); the cell stays this rank's
+   * ring held back must not go out later saying otherwise (the cell this
+   * rank holds may have changed meanwhile); the cell stays this rank's
    * until it goes */
   int cell_k;
   int cell_chosen;
@@ -194,7 +195,8 @@ static size_t shm_push_header(shm_t* s, int peer, unsigned char* hdr, const void
   if (space < P2P_HDR) return 0;
   whole = whole && space >= need;
   if (whole) shm_ring_put(s, ring, head + P2P_HDR, space - P2P_HDR, buf, n);
-  if (cell != NULL) memcpy(cell, buf, n); /* ordinary stores in either mode: shm_cell_pick */
+  if (cell != NULL) /* ordinary stores in either mode: shm_cell_pick */
+    copy_out(cell, buf, n, shm_handoff_nt(s, n));
   uint32_t w = (uint32_t)whole;
   memcpy(hdr + P2P_WHOLE_AT, &w, 4);
   /* positions are whole lines apart, so a header never wraps */

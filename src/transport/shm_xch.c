@@ -55,6 +55,7 @@
  */
 #include <string.h>
 
+#include "core/memcopy.h"
 #include "transport/shm.h"
 
 int shm_xch_use(const shm_t* s, size_t n) {
@@ -83,7 +84,7 @@ qcclResult_t shm_xch_put(shm_t* s, uint64_t g, size_t rot, const void* src, size
     dst = shm_slot(s, s->rank, g) + rot;
   }
   if (k >= 0) /* lines this core has just read: ordinary stores in either mode */
-    memcpy(dst, src, n);
+    copy_out(dst, src, n, shm_handoff_nt(s, call_bytes));
   else
     shm_handoff_copy(s, dst, src, n, call_bytes);
   s->ctrl[s->rank].xch_at[s->xch_seq & 1] = (uint16_t)(k + 1);

@@ -193,26 +193,28 @@ int main(void) {
 
   /* the start the attach probe's round trip gives (shm_handoff_seed):
    * ordinary at 85 ns and at 250; streaming above, with the first retry
-   * 80 ms after the first copy into the segment; no verdict above 5 us
+   * 80 ms after the first copy into the segment or the first choice of
+   * single copy by the mode; no verdict above 5 us
    * (a rank held off) or with the variable set */
   {
     const double rts[] = {85e-9, 250e-9, 0, 6e-6};
     for (int i = 0; i < 4; i++) {
       fresh(&s);
-      CHECK(!shm_handoff_seed(&s, rts[i], 1.0) && !s.nt_slow, "a round trip of %.0f ns streams",
+      CHECK(!shm_handoff_seed(&s, rts[i]) && !s.nt_slow, "a round trip of %.0f ns streams",
             rts[i] * 1e9);
     }
     fresh(&s);
     s.nt_auto = 0;
-    CHECK(!shm_handoff_seed(&s, 340e-9, 1.0) && !s.nt_slow, "the variable set, the probe decided");
+    CHECK(!shm_handoff_seed(&s, 340e-9) && !s.nt_slow, "the variable set, the probe decided");
     /* QCCL_SHM_HANDOFF_PROBE_NS replaces the 250 ns */
     fresh(&s);
-    s.nt_probe_set = 1, s.nt_probe_s = 400e-9;
-    CHECK(!shm_handoff_seed(&s, 340e-9, 1.0), "340 ns streams under a 400 ns threshold");
+    s.nt_probe_set = 1;
+    s.nt_probe_s = 400e-9;
+    CHECK(!shm_handoff_seed(&s, 340e-9), "340 ns streams under a 400 ns threshold");
     s.nt_probe_s = 0;
-    CHECK(shm_handoff_seed(&s, 85e-9, 1.0), "85 ns does not stream under a threshold of 0");
+    CHECK(shm_handoff_seed(&s, 85e-9), "85 ns does not stream under a threshold of 0");
     fresh(&s);
-    CHECK(shm_handoff_seed(&s, 340e-9, 1.0), "a round trip of 340 ns does not stream");
+    CHECK(shm_handoff_seed(&s, 340e-9), "a round trip of 340 ns does not stream");
     CHECK(shm_handoff_slow(&s, 1e9) && shm_handoff_streams(&s, MIB, 2 * MIB, 1e9),
           "seeded: a retry came before the first copy");
     char a[4096], b[4096];
@@ -227,6 +229,17 @@ int main(void) {
     shm_handoff_timed(&s, MIB, due, SLOW);
     CHECK(s.nt_slow && s.nt_retry_at > due + 0.079 && s.nt_retry_at < due + 0.081,
           "seeded, a slow retry: the next %.3f s on, not 80 ms", s.nt_retry_at - due);
+    /* or the first choice of single copy by the mode, where a rank's calls
+     * copy nothing into the segment (blocks read single copy, cells) */
+    fresh(&s);
+    s.cma_slow = 1;
+    s.peers_readable = 1;
+    CHECK(shm_handoff_seed(&s, 340e-9), "a round trip of 340 ns does not stream");
+    CHECK(cma_mode_use(&s, 2, MIB, 5.0), "seeded: no single copy at the first call");
+    CHECK(!s.nt_seeded && s.nt_retry_at > 5.079 && s.nt_retry_at < 5.081,
+          "seeded: the first cma_mode_use set the retry %.3f s on, not 80 ms", s.nt_retry_at - 5.0);
+    CHECK(cma_mode_use(&s, 2, MIB, 5.07) && !cma_mode_use(&s, 2, MIB, 5.081),
+          "seeded: single copy is not staged at the retry 80 ms on");
   }
 
   /* the bytes, ordinary and streaming, with guards, at a size that is
