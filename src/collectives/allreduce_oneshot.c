@@ -28,8 +28,8 @@
  * QCCL_SHM_XCH_BYTES, 128 KiB), the input goes whole through the cell the
  * rank read last (with ordinary stores in either mode), or its slot where
  * it holds none, and each rank reduces the peer's straight from there:
- * against the slot in halves (the AMD guest, 2 ranks, out of place) 4 KiB 0.91 of the time,
- * 16 KiB 0.81, 32 KiB 0.84, and with the limit raised from 32 to 128 KiB
+ * against the slot in halves (the AMD guest, 2 ranks, out of place) 4
+ * KiB 0.91 of the time, 16 KiB 0.81, 32 KiB 0.84, and with the limit raised from 32 to 128 KiB
  * 64 KiB 0.42-0.45 and 128 KiB 0.68 of the chunked path's time, with a
  * shared cache; without one 0.59-0.90 (docs/PERF.md, "The one-handoff
  * AllReduce through the exchange cells").

@@ -318,8 +318,9 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   s->handoff_nt = (size_t)nt;
   s->nt_auto = env_get("QCCL_SHM_HANDOFF_NT_BYTES") == NULL;
   int64_t probe_ns;
-  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_HANDOFF_PROBE_NS", 250, 0, 1000000, &probe_ns), r, fail);
-  s->nt_probe_set = env_get("QCCL_SHM_HANDOFF_PROBE_NS") != NULL;
+  QCCL_CHECK_GOTO(env_get_int("QCCL_SHM_HANDOFF_PROBE_NS", (int64_t)(SHM_NT_PROBE_SLOW_S * 1e9), 0,
+                              1000000, &probe_ns),
+                  r, fail);
   s->nt_probe_s = (double)probe_ns * 1e-9;
   int64_t share;
   QCCL_CHECK_GOTO(env_get_size("QCCL_SHM_SHARE_BYTES", 8 << 20, 0, INT64_MAX, &share), r, fail);

@@ -15,8 +15,8 @@
  * ordinary stores while those run fast, and with non-temporal stores
  * (copy_stream), so that the reader finds it in memory rather than dirty
  * in the writer's cache, while they run slow (shm_handoff.c; the cells,
- * which hold lines the writer has just read, with ordinary ones always): on a VM
- * whose vCPUs may sit on cores without a shared cache, a write-then-read
+ * which hold lines the writer has just read, with ordinary ones always):
+ * on a VM whose vCPUs may sit on cores without a shared cache, a write-then-read
  * handoff of 512 KiB ran at 2-3 GB/s through the caches, against 6-14 GB/s
  * when the cores share one, and at 6-7.5 GB/s through memory in both cases
  * (docs/PERF.md).
@@ -194,9 +194,8 @@ typedef struct shm {
   int nt_prep;          /* copies streamed since a retry came due (SHM_NT_RETRY_PREP) */
   unsigned nt_tick;     /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
   double nt_clock;      /* seconds clock_now() adds to a timed copy; 0: not measured yet */
-  int nt_seeded;        /* nt_slow from the probe: the first retry counts from the first use */
-  int nt_probe_set;     /* QCCL_SHM_HANDOFF_PROBE_NS set: nt_probe_s replaces the default */
-  double nt_probe_s;    /* its round trip (seconds) above which handoffs start streaming */
+  double nt_probe_s;    /* the probe's round trip (seconds) above which handoffs start
+                         * streaming (QCCL_SHM_HANDOFF_PROBE_NS; 0: no probe, stream) */
   size_t share_min;     /* AllGather/AlltoAll outputs from which qcclMemAlloc calls share work */
   uint64_t* cma_buf;    /* what peers read to probe CMA (cma.c; freed by it) */
   int peers_readable;   /* every local rank may read / map every other's memory */

@@ -127,20 +127,17 @@ void shm_handoff_stream_first(shm_t* s) {
   s->nt_slow = 1;
   s->nt_strikes = s->nt_confirm = s->nt_prep = 0;
   s->nt_wait = SHM_NT_RETRY_MAX_S;
-  s->nt_retry_at = HUGE_VAL;
-  s->nt_seeded = 1;
+  s->nt_retry_at = HUGE_VAL; /* until shm_handoff_begin */
 }
 
 int shm_handoff_seed(shm_t* s, double rt) {
-  double slow = s->nt_probe_set ? s->nt_probe_s : SHM_NT_PROBE_SLOW_S;
-  if (!s->nt_auto || rt <= 0 || rt > SHM_NT_PROBE_MAX_S || rt <= slow) return 0;
+  if (!s->nt_auto || rt <= 0 || rt > SHM_NT_PROBE_MAX_S || rt <= s->nt_probe_s) return 0;
   shm_handoff_stream_first(s);
   return 1;
 }
 
 void shm_handoff_begin(shm_t* s, double now) {
-  if (!s->nt_seeded) return;
-  s->nt_seeded = 0;
+  if (s->nt_retry_at != HUGE_VAL) return; /* not seeded, or begun */
   s->nt_retry_at = now + s->nt_wait;
 }
 
@@ -173,7 +170,7 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
     copy_out(dst, src, n, forced);
     return;
   }
-  if (s->nt_seeded) shm_handoff_begin(s, clock_now()); /* the retry's clock starts */
+  if (s->nt_retry_at == HUGE_VAL) shm_handoff_begin(s, clock_now()); /* seeded: the clock starts */
   if (n < SHM_NT_TIMED_MIN) {
     /* a small copy reads the clock only when sampled, and only where the
      * clock is cheap next to the copy; else it follows the last choice

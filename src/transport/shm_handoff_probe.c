@@ -62,7 +62,7 @@ static int shm_probe_cmp(const void* a, const void* b) {
 
 double shm_handoff_probe(shm_t* s) {
   if (!s->nt_auto || s->nranks != 2 || s->nranks > s->ncores) return 0;
-  if (s->nt_probe_set && s->nt_probe_s == 0) {
+  if (s->nt_probe_s == 0) {
     shm_handoff_stream_first(s);
     QCCL_INFO(LOG_SHM,
               "rank %d: handoffs start with streaming stores (QCCL_SHM_HANDOFF_PROBE_NS=0)",
@@ -93,8 +93,7 @@ double shm_handoff_probe(shm_t* s) {
   QCCL_INFO(LOG_SHM,
             "rank %d: a cache line's round trip to the other rank took %.0f ns: handoffs start "
             "with %s stores (streaming above %.0f ns, no verdict above %.0f)",
-            s->rank, rt * 1e9, slow ? "streaming" : "ordinary",
-            (s->nt_probe_set ? s->nt_probe_s : SHM_NT_PROBE_SLOW_S) * 1e9,
+            s->rank, rt * 1e9, slow ? "streaming" : "ordinary", s->nt_probe_s * 1e9,
             SHM_NT_PROBE_MAX_S * 1e9);
   return rt;
 }
