@@ -39,19 +39,15 @@
 #define SHM_PROBE_BATCHES 5     /* batches; the median counts */
 #define SHM_PROBE_LIMIT_S 0.005 /* the whole probe at most */
 
-static inline void shm_probe_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 /* Waits until *w holds v; 0 once the deadline passed (the clock read
- * every 64 polls, not to slow the round trip it times). */
+ * every 64 polls, not to slow the round trip it times). A plain poll, as
+ * every wait's spin (core/wait.c): on a KVM guest a `pause` loop triggers
+ * pause-loop exiting and the host may deschedule the vCPU, which would
+ * time the hypervisor instead of the caches. */
 static int shm_probe_wait(_Atomic uint64_t* w, uint64_t v, double deadline) {
   for (unsigned i = 1;; i++) {
     if (atomic_load_explicit(w, memory_order_acquire) == v) return 1;
     if (i % 64 == 0 && clock_now() > deadline) return 0;
-    shm_probe_relax();
   }
 }
 
