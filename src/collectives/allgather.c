@@ -25,8 +25,9 @@
  * peer may still be reading this rank's sendbuff. Where single copy is off
  * for the init probe's speed alone, a rank whose handoffs stream (no
  * shared cache) offers its block so, above the exchange cells' blocks to
- * 2 MiB (cma_mode_offer), in
- * the staged chunks, which the peer keeps, reading it whole at the first.
+ * 2 MiB (cma_mode_offer, 2 ranks), in the staged chunks, which the peer
+ * keeps, reading it whole at the first; where both offered, each ends the
+ * call after that chunk, as AlltoAll.
  *
  * Exchange cells (shm_xch.c): on 2 ranks where single copy does not apply
  * (the same on both ranks), a block up to QCCL_SHM_XCH_BYTES goes through
@@ -56,6 +57,7 @@ typedef struct {
   /* the call's (the count may change from start to start: plan_restart) */
   shm_reg_t reg;
   int mapped, direct, offered, k, own_done;
+  int whole;   /* peers whose blocks were read whole at the first chunk */
   int half;    /* in half-slot chunks (shm_half_span) */
   int xch;     /* the exchange's stage (node_xch) */
   size_t span; /* bytes per chunk: chunk_bytes, or the whole block */
@@ -101,7 +103,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         /* or, in the staged chunks, single copy while this rank's handoffs
          * stream (cma_mode_offer: 2 ranks) */
         t->direct = t->mapped || (whole && cma_offer(s, in, bytes, 0, &t->reg)) ||
-                    (!whole && cma_mode_offer(s, in, w, bytes, &t->reg));
+                    (!whole && cma_mode_offer(s, in, w, CMA_MODE_AG_MAX_RANKS, bytes, &t->reg));
         /* every rank reads every block whole in the first chunk (each
          * rank's buffer single copy or mapped): one chunk */
         t->span = whole ? bytes : s->chunk_bytes;
@@ -138,6 +140,7 @@ static qcclResult_t ag_progress(plan_t* p) {
         coll_stats_shm(comm, m);
         shm_post(s, 3 * t->g + 1);
         t->k = 1;
+        t->whole = 0;
         p->phase = AG_READ;
         if (t->off != 0) break;
         /* the own block; all of it when every rank offered */
@@ -170,6 +173,7 @@ static qcclResult_t ag_progress(plan_t* p) {
           if (shm_reg_peer_cma(s, j, t->g, SHM_REG_IN, &at)) {
             /* single copy: the whole block at once */
             if (t->off == 0) QCCL_CHECK(cma_read_from(s, j, at, out + (size_t)j * bytes, bytes));
+            t->whole++;
             continue;
           }
           QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes, &src));
@@ -177,9 +181,13 @@ static qcclResult_t ag_progress(plan_t* p) {
             copy_out(out + (size_t)j * bytes + t->off, shm_slot(s, j, t->g) + t->rot, m, stream);
           else if (t->off == 0) /* read in place: the whole block at once */
             copy_out(out + (size_t)j * bytes, src, bytes, stream);
+          t->whole += src != NULL;
         }
         shm_post(s, 3 * t->g + 3);
-        t->off += t->span;
+        /* every rank offered its block at the first chunk (each for itself:
+         * cma_mode_offer): all is read, and each rank saw every offer, so
+         * each ends here alike */
+        t->off = t->off == 0 && t->direct && t->whole == w - 1 ? bytes : t->off + t->span;
         p->phase = AG_CHUNK;
         if (p->yield) return qcclInProgress;
         break;

@@ -19,11 +19,14 @@
  * r of that peer's sendbuff straight into block j of its recvbuff with
  * process_vm_readv at the first chunk, and the owner returns only once
  * every rank is done. Each rank decides for its own buffer. Where single
- * copy is off for the init probe's speed alone, on 2 ranks, a rank whose
- * handoffs stream (no shared cache) offers its sendbuff so for pieces of
- * 64 KiB-2 MiB (cma_mode_offer; the exchange cells' blocks, to 128 KiB,
- * go through them first): in the staged chunks, which its peer
- * keeps, reading its piece whole at the first.
+ * copy is off for the init probe's speed alone, a rank whose handoffs
+ * stream (no shared cache) offers its sendbuff so for pieces of 64 KiB-2
+ * MiB on 2 ranks (the exchange cells' blocks, to 128 KiB, go through them
+ * first), to 512 KiB on up to 8 (cma_mode_offer): in the staged chunks,
+ * which its peers keep, reading its piece whole at the first. Where every
+ * rank offered so, every piece is read at the first chunk, and each rank,
+ * having seen every rank's offer there, ends the call after it (4 ranks
+ * without a shared cache, 1-2 MiB calls: two chunks before).
  *
  * In both, the own block goes straight from sendbuff to recvbuff.
  *
@@ -54,8 +57,9 @@ typedef struct {
   size_t span; /* bytes per peer of each chunk: piece, or the whole block */
   shm_reg_t reg;
   int mapped, direct, offered, own_done;
-  int left; /* peers whose pieces of this chunk are still to read */
-  int xch;  /* the exchange's stage (node_xch) */
+  int left;  /* peers whose pieces of this chunk are still to read */
+  int whole; /* of them at the first chunk, those read whole there */
+  int xch;   /* the exchange's stage (node_xch) */
   share_job_t job;
   size_t off;
   size_t rot; /* where the chunk goes in the slots (shm_rot) */
@@ -123,7 +127,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
          * copy; or this rank's alone, in the staged chunks, while its
          * handoffs stream (cma_mode_offer) */
         t->direct = t->mapped || cma_a2a_offer(s, in, bytes, &t->reg) ||
-                    cma_mode_offer(s, in, w, bytes, &t->reg);
+                    cma_mode_offer(s, in, w, CMA_MODE_A2A_MAX_RANKS, bytes, &t->reg);
         /* every rank reads whole pieces in the first chunk: one chunk */
         t->span = cma_a2a_use(s, bytes) ? bytes : t->piece;
         piece = t->span;
@@ -157,6 +161,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
         shm_post(s, 3 * t->g + 1);
         memset(t->got, 0, (size_t)w);
         t->left = w - 1;
+        t->whole = 0;
         p->phase = A2A_READ;
         if (t->off != 0) break;
         /* the own block; all of it when every rank offered */
@@ -194,6 +199,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
             if (t->off == 0)
               QCCL_CHECK(
                   cma_read_from(s, j, at + (uintptr_t)r * bytes, out + (size_t)j * bytes, bytes));
+            t->whole++;
           } else {
             QCCL_CHECK(shm_reg_peer(s, j, t->g, SHM_REG_IN, bytes * (size_t)w, &src));
             if (src == NULL)
@@ -201,10 +207,15 @@ static qcclResult_t a2a_progress(plan_t* p) {
                        shm_slot(s, j, t->g) + t->rot + (size_t)r * m, m, stream);
             else if (t->off == 0) /* read in place: the whole piece at once */
               copy_out(out + (size_t)j * bytes, src + (size_t)r * bytes, bytes, stream);
+            t->whole += src != NULL;
           }
         }
         shm_post(s, 3 * t->g + 3);
-        t->off += piece;
+        /* every rank offered its sendbuff at the first chunk (each for
+         * itself: cma_mode_offer), so every piece is read: the chunks
+         * after it would only keep step. Each rank saw every offer, its
+         * own and its peers', so each ends here alike */
+        t->off = t->off == 0 && t->direct && t->whole == w - 1 ? bytes : t->off + piece;
         p->phase = A2A_CHUNK;
         if (p->yield) return qcclInProgress;
         break;

@@ -217,8 +217,10 @@ int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg)
   return cma_a2a_use(s, block) && cma_publish(buf, reg);
 }
 
-int cma_mode_use(shm_t* s, int nranks, size_t block, double now) {
-  if (nranks != 2 || block < CMA_MODE_MIN_BYTES || block > CMA_MODE_MAX_BYTES) return 0;
+int cma_mode_use(shm_t* s, int nranks, int max_ranks, size_t block, double now) {
+  if (nranks < 2 || nranks > max_ranks || block < CMA_MODE_MIN_BYTES ||
+      block > (nranks > 2 ? CMA_MODE_MAX_MORE_BYTES : CMA_MODE_MAX_BYTES))
+    return 0;
   if (s->cma_mode_every > 0) /* tests: rank r at the calls r modulo k */
     return s->peers_readable &&
            s->cma_mode_count++ % s->cma_mode_every == (unsigned)s->rank % s->cma_mode_every;
@@ -231,18 +233,21 @@ int cma_mode_use(shm_t* s, int nranks, size_t block, double now) {
   if (mode != s->cma_mode_on) {
     s->cma_mode_on = mode;
     QCCL_INFO(
-        LOG_SHM, "rank %d: %s: AlltoAll's and AllGather's blocks of %zu-%zu bytes on 2 ranks %s",
+        LOG_SHM,
+        "rank %d: %s: AlltoAll's and AllGather's blocks of %zu-%zu bytes on 2 ranks, "
+        "AlltoAll's to %zu on 3-%d, %s",
         s->rank,
         mode ? "handoffs into the segment stream (no shared cache)"
              : "handoffs into the segment no longer stream",
-        CMA_MODE_MIN_BYTES, CMA_MODE_MAX_BYTES,
+        CMA_MODE_MIN_BYTES, CMA_MODE_MAX_BYTES, CMA_MODE_MAX_MORE_BYTES, CMA_MODE_A2A_MAX_RANKS,
         mode ? "now read single copy (staged at the handoffs' timed retries)" : "staged again");
   }
   return on;
 }
 
-int cma_mode_offer(shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg) {
-  return cma_mode_use(s, nranks, block, clock_now()) && cma_publish(buf, reg);
+int cma_mode_offer(shm_t* s, const void* buf, int nranks, int max_ranks, size_t block,
+                   shm_reg_t* reg) {
+  return cma_mode_use(s, nranks, max_ranks, block, clock_now()) && cma_publish(buf, reg);
 }
 
 /* The error of a failed single-copy transfer with peer: another rank's

@@ -330,7 +330,15 @@ int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block,
  * AlltoAll sendbuff and its AllGather block single copy, for blocks of
  * CMA_MODE_MIN_BYTES to CMA_MODE_MAX_BYTES (in effect above the exchange
  * cells' blocks, QCCL_SHM_XCH_BYTES, 128 KiB, which take smaller ones
- * first), inside the staged chunks:
+ * first), and on 3 to CMA_MODE_A2A_MAX_RANKS its AlltoAll pieces up to
+ * CMA_MODE_MAX_MORE_BYTES, inside the staged chunks (where all offer, the
+ * call ends after the first: alltoall.c). More ranks gained nothing while
+ * each learned its mode from its own copies; with the mode from the
+ * attach probe of a crowded host (shm_handoff_probe.c) a 4-rank AlltoAll
+ * of 256 KiB-1 MiB without a shared cache took 0.52-0.80x the staged time
+ * and 8 ranks 0.58-0.71x, unchanged with one; 1 MiB pieces took 1.07x on
+ * 4 ranks and 2 MiB 1.29x, so 512 KiB at most there (docs/PERF.md, "Four
+ * ranks read single copy by the host's mode"):
  * each rank decides for its own buffer, call by call, and the reader
  * follows what it published. A call due for the handoffs' timed retry
  * stages, so the return of a shared cache is seen. Each change of the
@@ -341,9 +349,13 @@ int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block,
  * modulo k, whatever its handoffs, so the ranks differ. */
 #define CMA_MODE_MIN_BYTES ((size_t)64 << 10)
 #define CMA_MODE_MAX_BYTES ((size_t)2 << 20)
-int cma_mode_offer(shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg);
+#define CMA_MODE_MAX_MORE_BYTES ((size_t)512 << 10) /* on more than 2 ranks */
+#define CMA_MODE_AG_MAX_RANKS 2
+#define CMA_MODE_A2A_MAX_RANKS 8
+int cma_mode_offer(shm_t* s, const void* buf, int nranks, int max_ranks, size_t block,
+                   shm_reg_t* reg);
 /* Its choice for a block at time now (exposed for tests/unit/unit_handoff.c). */
-int cma_mode_use(shm_t* s, int nranks, size_t block, double now);
+int cma_mode_use(shm_t* s, int nranks, int max_ranks, size_t block, double now);
 
 /* A send whose call also receives from the same peer (an exchange,
  * MPI_Sendrecv's pattern: qccl-perf's sendrecv on 2 ranks, a pairwise

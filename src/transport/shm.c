@@ -356,7 +356,7 @@ qcclResult_t shm_open_segment(bootstrap_t* boot, double timeout, int ncores, con
   if (r != qcclSuccess) goto fail;
   for (int i = 0; i < w; i++) s->p2p_key[i] = s->ctrl[i].p2p_key;
   if (w > 1) QCCL_CHECK_GOTO(cma_probe(s, boot, like), r, fail);
-  shm_handoff_probe(s); /* the ranks left cma_probe's exchange together */
+  shm_handoff_probe(s, boot); /* the ranks left cma_probe's exchange together */
   shm_warm(s);
   QCCL_INFO(LOG_SHM, "rank %d attached %s: %zu bytes, chunk %zu, p2p ring %zu", rank, names,
             s->bytes, s->chunk_bytes, s->chan_bytes);

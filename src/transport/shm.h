@@ -190,8 +190,8 @@ typedef struct shm {
   double nt_retry_at;   /* clock_now() from which an ordinary copy is timed again */
   double nt_wait;       /* seconds from a slow retry to the next */
   int nt_strikes;       /* slow ordinary copies in a row while not nt_slow */
-  int nt_confirm;       /* nt_slow, and the last retry ran fast: the next retry decides */
-  int nt_prep;          /* copies streamed since a retry came due (SHM_NT_RETRY_PREP) */
+  int nt_confirm;       /* nt_slow: fast retries in a row (shm_nt_confirms switch back) */
+  int nt_prep;          /* copies streamed since a retry came due (shm_nt_prep) */
   unsigned nt_tick;     /* handoffs below SHM_NT_TIMED_MIN, to time every SHM_NT_SAMPLE-th */
   double nt_clock;      /* seconds clock_now() adds to a timed copy; 0: not measured yet */
   double nt_probe_s;    /* the probe's round trip (seconds) above which handoffs start
@@ -342,14 +342,21 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
 /* At attach, on 2 ranks on a host with 2 CPUs or more: the two bounce a
  * word between their cores and each starts its handoffs streaming when
  * the round trip says their cores share no cache (shm_handoff_seed),
- * instead of learning it from slow copies in the first calls
+ * instead of learning it from slow copies in the first calls; with more
+ * ranks than cores (at least 2), rank 0 times two CPUs of its own
+ * (shm_cpu_probe) and every rank seeds from its figure, which a
+ * bootstrap exchange (the same on every rank) hands out
  * (shm_handoff_probe.c). Returns the median round trip in seconds (above
  * 5 us: no verdict, a rank held off), or 0: not measured (another rank
  * count, QCCL_SHM_HANDOFF_NT_BYTES set, QCCL_SHM_HANDOFF_PROBE_NS=0, the
  * other rank did not answer within 5 ms). */
 #define SHM_NT_PROBE_SLOW_S 250e-9 /* a round trip above: no shared cache */
 #define SHM_NT_PROBE_MAX_S 5e-6    /* above: a rank held off, no verdict */
-double shm_handoff_probe(shm_t* s);
+double shm_handoff_probe(shm_t* s, bootstrap_t* boot);
+/* The median round trip of a cache line between the calling thread's CPU
+ * and another CPU it may use (two threads, the caller pinned to its CPU
+ * meanwhile); 0 where there is no other CPU or it ran past 5 ms. */
+double shm_cpu_probe(void);
 /* What a round trip of rt seconds starts the handoffs with (exposed for
  * tests/unit/unit_handoff.c); 1 when they stream (shm_handoff_stream_first:
  * streaming, the first timed retry counted from shm_handoff_begin, the

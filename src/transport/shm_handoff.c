@@ -26,8 +26,9 @@
  * one ordinary copy is timed again after SHM_NT_RETRY_S, then twice as
  * long while it stays slow (up to SHM_NT_RETRY_MAX_S), so a return to a
  * shared cache is seen within that. A retry is timed only after
- * SHM_NT_RETRY_PREP more copies that stream (the places of both slots
- * written and, by the time the retry writes one again, read by the peer),
+ * SHM_NT_RETRY_PREP more copies per peer that stream (the places of both
+ * slots written and, by the time the retry writes one again, read by the
+ * peers: shm_nt_prep),
  * and a fast retry switches back only once the next retry (due at once,
  * after its own prep; a slow one then doubles the wait as any slow retry) is
  * fast too: a rank that read single copy while its handoffs streamed
@@ -80,7 +81,31 @@
 #define SHM_NT_STRIKES 2                     /* slow copies in a row that switch */
 #define SHM_NT_RETRY_S 0.005                 /* seconds to the first timed retry */
 #define SHM_NT_RETRY_MAX_S 0.08              /* and at most between two */
-#define SHM_NT_RETRY_PREP 2                  /* copies a due retry still streams first */
+#define SHM_NT_RETRY_PREP 2                  /* chunks' copies a due retry still streams first */
+
+/* The copies a due retry streams before the timed one: SHM_NT_RETRY_PREP
+ * per peer, so that the timed copy writes a place of a slot that a chunk
+ * of the prep wrote and a peer has read since (a chunk of an AlltoAll on
+ * w ranks makes w - 1 copies into the slot, and chunks alternate between
+ * the rank's two slots). Two copies on 4 ranks timed the third piece of
+ * the prep's first chunk, a place no peer had read since the rank began
+ * reading single copy: retries ran at 11-18 GB/s without a shared cache
+ * and each switched the rank back to ordinary stores and staging. */
+static int shm_nt_prep(const shm_t* s) {
+  return SHM_NT_RETRY_PREP * (s->nranks > 2 ? s->nranks - 1 : 1);
+}
+
+/* The fast retries in a row that switch a streaming rank back: two, and
+ * on a host with more ranks than cores one per peer. There a rank's
+ * peers share its core now and then (the scheduler moves them), and a
+ * copy to a peer that last read on this core runs fast whatever the two
+ * cores share: without a shared cache a 4-rank AlltoAll's ranks went back
+ * to ordinary stores on two fast retries every few tens of milliseconds,
+ * each time paying slow copies until two strikes, and the AlltoAll of
+ * 0.5-2 MiB took 1.12-1.16x the time of a build that never offered. */
+static int shm_nt_confirms(const shm_t* s) {
+  return s->nranks > s->ncores && s->nranks > 2 ? s->nranks - 1 : 2;
+}
 
 void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
   int slow = dt > 0 && (double)n / dt < SHM_NT_SLOW_BPS;
@@ -88,10 +113,9 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt) {
     s->nt_strikes = 0;
     if (!s->nt_slow) return;
     s->nt_prep = 0;
-    if (!s->nt_confirm) {
+    if (++s->nt_confirm < shm_nt_confirms(s)) {
       /* a fast retry: the next one, due at once (after its own prep),
-       * decides */
-      s->nt_confirm = 1;
+       * confirms it */
       s->nt_retry_at = t0;
       return;
     }
@@ -150,7 +174,7 @@ int shm_handoff_streams(const shm_t* s, size_t n, size_t call_bytes, double now)
   /* a due retry's prep copies, and the copies that follow the choice
    * (Reduce's, AllReduce's) meanwhile, stream too */
   return n >= SHM_NT_AUTO_MIN && s->nt_auto && s->nt_slow &&
-         (now < s->nt_retry_at || s->nt_prep < SHM_NT_RETRY_PREP);
+         (now < s->nt_retry_at || s->nt_prep < shm_nt_prep(s));
 }
 
 /* Seconds clock_now() adds to a copy timed with it: the least of a few

@@ -134,6 +134,21 @@ int main(void) {
     shm_handoff_copy(&s, b, a, MIB, 2 * MIB);
     CHECK(s.nt_prep == 0 && (s.nt_confirm == 1 || s.nt_retry_at > 0),
           "the third copy was not the retry (prep %d, confirm %d)", s.nt_prep, s.nt_confirm);
+    /* on 4 ranks two copies per peer (a chunk makes three): the seventh
+     * is the timed one */
+    fresh(&s);
+    s.nt_clock = 1e-9;
+    s.nranks = 4;
+    s.nt_slow = 1;
+    s.nt_retry_at = 0;
+    for (int i = 0; i < 6; i++) shm_handoff_copy(&s, b, a, MIB, 4 * MIB);
+    CHECK(s.nt_prep == 6 && s.nt_slow == 1 && s.nt_confirm == 0 && s.nt_retry_at == 0,
+          "4 ranks, a due retry's first six copies: prep %d, slow %d, confirm %d", s.nt_prep,
+          s.nt_slow, s.nt_confirm);
+    shm_handoff_copy(&s, b, a, MIB, 4 * MIB);
+    CHECK(s.nt_prep == 0 && (s.nt_confirm == 1 || s.nt_retry_at > 0),
+          "4 ranks: the seventh copy was not the retry (prep %d, confirm %d)", s.nt_prep,
+          s.nt_confirm);
     /* the first small copy measures the clock */
     fresh(&s);
     shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
@@ -142,7 +157,8 @@ int main(void) {
 
   /* single copy while the handoffs stream (cma.h, cma_mode_use): only
    * where the probe alone turned it off, for blocks of 64 KiB-2 MiB on 2
-   * ranks (not on more), not when the retry is due; with
+   * ranks (AllGather; not on more) or 2 to CMA_MODE_A2A_MAX_RANKS
+   * (AlltoAll), not when the retry is due; with
    * QCCL_CMA_MODE_EVERY, rank r at the calls r modulo k */
   {
     fresh(&s);
@@ -150,46 +166,56 @@ int main(void) {
     s.cma_slow = 1;
     s.peers_readable = 1;
     double u = 2.0;
-    CHECK(!cma_mode_use(&s, 2, MIB, u), "single copy with a shared cache");
+    CHECK(!cma_mode_use(&s, 2, 2, MIB, u), "single copy with a shared cache");
     shm_handoff_timed(&s, MIB, u, SLOW);
     shm_handoff_timed(&s, MIB, u, SLOW);
-    CHECK(cma_mode_use(&s, 2, MIB, u) && s.cma_mode_on, "no single copy while streaming");
-    CHECK(cma_mode_use(&s, 2, 64 << 10, u), "no single copy of 64 KiB blocks on 2 ranks");
-    CHECK(cma_mode_use(&s, 2, 2 * MIB, u), "no single copy of 2 MiB blocks on 2 ranks");
-    CHECK(!cma_mode_use(&s, 2, (64 << 10) - 1, u), "single copy below 64 KiB");
-    CHECK(!cma_mode_use(&s, 2, 2 * MIB + 1, u), "single copy above 2 MiB on 2 ranks");
-    CHECK(!cma_mode_use(&s, 3, 256 << 10, u), "single copy on 3 ranks");
-    CHECK(!cma_mode_use(&s, 2, MIB, u + 0.005) && s.cma_mode_on,
+    CHECK(cma_mode_use(&s, 2, 2, MIB, u) && s.cma_mode_on, "no single copy while streaming");
+    CHECK(cma_mode_use(&s, 2, 2, 64 << 10, u), "no single copy of 64 KiB blocks on 2 ranks");
+    CHECK(cma_mode_use(&s, 2, 2, 2 * MIB, u), "no single copy of 2 MiB blocks on 2 ranks");
+    CHECK(!cma_mode_use(&s, 2, 2, (64 << 10) - 1, u), "single copy below 64 KiB");
+    CHECK(!cma_mode_use(&s, 2, 2, 2 * MIB + 1, u), "single copy above 2 MiB on 2 ranks");
+    CHECK(!cma_mode_use(&s, 3, 2, 256 << 10, u), "single copy on 3 ranks");
+    CHECK(cma_mode_use(&s, 4, CMA_MODE_A2A_MAX_RANKS, 256 << 10, u) &&
+              cma_mode_use(&s, CMA_MODE_A2A_MAX_RANKS, CMA_MODE_A2A_MAX_RANKS, 64 << 10, u),
+          "no AlltoAll single copy on 4 and %d ranks", CMA_MODE_A2A_MAX_RANKS);
+    CHECK(cma_mode_use(&s, 4, CMA_MODE_A2A_MAX_RANKS, 512 << 10, u) &&
+              !cma_mode_use(&s, 4, CMA_MODE_A2A_MAX_RANKS, (512 << 10) + 1, u),
+          "AlltoAll's single copy on 4 ranks not to 512 KiB pieces");
+    CHECK(!cma_mode_use(&s, CMA_MODE_A2A_MAX_RANKS + 1, CMA_MODE_A2A_MAX_RANKS, 256 << 10, u) &&
+              !cma_mode_use(&s, 1, CMA_MODE_A2A_MAX_RANKS, 256 << 10, u),
+          "AlltoAll single copy on 1 or %d ranks", CMA_MODE_A2A_MAX_RANKS + 1);
+    CHECK(!cma_mode_use(&s, 2, 2, MIB, u + 0.005) && s.cma_mode_on,
           "single copy when the retry was due, or the mode changed");
     shm_handoff_timed(&s, MIB, u + 0.005, SLOW); /* the retry, slow: 10 ms on */
-    CHECK(cma_mode_use(&s, 2, MIB, u + 0.006), "no single copy after a slow retry");
+    CHECK(cma_mode_use(&s, 2, 2, MIB, u + 0.006), "no single copy after a slow retry");
     /* a fast retry (the slot untouched by the peer while it read single
      * copy), the next slow: single copy again */
     shm_handoff_timed(&s, MIB, u + 0.015, FAST);
-    CHECK(!cma_mode_use(&s, 2, MIB, u + 0.016), "single copy after a fast retry");
+    CHECK(!cma_mode_use(&s, 2, 2, MIB, u + 0.016), "single copy after a fast retry");
     shm_handoff_timed(&s, MIB, u + 0.016, SLOW);
-    CHECK(cma_mode_use(&s, 2, MIB, u + 0.017), "no single copy after fast, slow");
+    CHECK(cma_mode_use(&s, 2, 2, MIB, u + 0.017), "no single copy after fast, slow");
     /* back to a shared cache: two fast in a row */
     shm_handoff_timed(&s, MIB, u + 0.040, FAST);
     shm_handoff_timed(&s, MIB, u + 0.040, FAST);
-    CHECK(!cma_mode_use(&s, 2, MIB, u + 0.041) && !s.cma_mode_on,
+    CHECK(!cma_mode_use(&s, 2, 2, MIB, u + 0.041) && !s.cma_mode_on,
           "single copy after two fast retries");
     s.cma_slow = 0; /* the probe turned it on, or the variable chose */
     shm_handoff_timed(&s, MIB, u, SLOW);
     shm_handoff_timed(&s, MIB, u, SLOW);
-    CHECK(!cma_mode_use(&s, 2, MIB, u), "single copy where the probe did not turn it off");
+    CHECK(!cma_mode_use(&s, 2, 2, MIB, u), "single copy where the probe did not turn it off");
     fresh(&s);
     s.cma_mode_every = 3;
     s.peers_readable = 1;
     s.rank = 1;
     int got[6];
-    for (int i = 0; i < 6; i++) got[i] = cma_mode_use(&s, 2, MIB, u);
+    for (int i = 0; i < 6; i++) got[i] = cma_mode_use(&s, 2, 2, MIB, u);
     CHECK(!got[0] && got[1] && !got[2] && !got[3] && got[4] && !got[5],
           "QCCL_CMA_MODE_EVERY=3, rank 1: %d%d%d%d%d%d", got[0], got[1], got[2], got[3], got[4],
           got[5]);
     s.peers_readable = 0;
     for (int i = 0; i < 6; i++)
-      CHECK(!cma_mode_use(&s, 2, MIB, u), "QCCL_CMA_MODE_EVERY: single copy of unreadable peers");
+      CHECK(!cma_mode_use(&s, 2, 2, MIB, u),
+            "QCCL_CMA_MODE_EVERY: single copy of unreadable peers");
   }
 
   /* the start the attach probe's round trip gives (shm_handoff_seed):
@@ -234,10 +260,10 @@ int main(void) {
     s.cma_slow = 1;
     s.peers_readable = 1;
     CHECK(shm_handoff_seed(&s, 340e-9), "a round trip of 340 ns does not stream");
-    CHECK(cma_mode_use(&s, 2, MIB, 5.0), "seeded: no single copy at the first call");
+    CHECK(cma_mode_use(&s, 2, 2, MIB, 5.0), "seeded: no single copy at the first call");
     CHECK(s.nt_retry_at > 5.079 && s.nt_retry_at < 5.081,
           "seeded: the first cma_mode_use set the retry %.3f s on, not 80 ms", s.nt_retry_at - 5.0);
-    CHECK(cma_mode_use(&s, 2, MIB, 5.07) && !cma_mode_use(&s, 2, MIB, 5.081),
+    CHECK(cma_mode_use(&s, 2, 2, MIB, 5.07) && !cma_mode_use(&s, 2, 2, MIB, 5.081),
           "seeded: single copy is not staged at the retry 80 ms on");
   }
 
