@@ -74,13 +74,16 @@ static int shm_probe_cmp(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-/* The five batches' median round trip of the word bounced between the
- * caller (role 0) and a helper (role 1); 0 where one gave up. */
+/* The word two threads of one process bounce (shm_cpu_probe), on a line
+ * of its own. */
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t word;
   double deadline;
 } cpu_ping_t;
 
+/* The five batches' median round trip of the word *w bounced between
+ * role 0 and role 1 (rank 0 and rank 1, or a thread and its helper); 0
+ * where one gave up at the deadline. */
 static double shm_ping(_Atomic uint64_t* w, int role, double deadline) {
   double batch[SHM_PROBE_BATCHES];
   uint64_t k = 0;
@@ -114,20 +117,21 @@ double shm_cpu_probe(void) {
   if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) return 0;
   double rt = 0;
   pthread_attr_t attr;
-  if (pthread_attr_init(&attr) == 0) {
+  cpu_ping_t* ping = aligned_alloc(SHM_LINE, sizeof *ping);
+  if (ping != NULL && pthread_attr_init(&attr) == 0) {
     CPU_ZERO(&one);
     CPU_SET(other, &one);
-    static cpu_ping_t ping; /* one probe at a time: the caller is an attach */
     pthread_t th;
-    atomic_store(&ping.word, 0);
-    ping.deadline = clock_now() + SHM_PROBE_LIMIT_S;
+    atomic_init(&ping->word, 0);
+    ping->deadline = clock_now() + SHM_PROBE_LIMIT_S;
     if (pthread_attr_setaffinity_np(&attr, sizeof one, &one) == 0 &&
-        pthread_create(&th, &attr, shm_cpu_probe_helper, &ping) == 0) {
-      rt = shm_ping(&ping.word, 0, ping.deadline);
+        pthread_create(&th, &attr, shm_cpu_probe_helper, ping) == 0) {
+      rt = shm_ping(&ping->word, 0, ping->deadline);
       pthread_join(th, NULL);
     }
     pthread_attr_destroy(&attr);
   }
+  free(ping);
   pthread_setaffinity_np(pthread_self(), sizeof mask, &mask); /* the caller's mask again */
   return rt;
 }
@@ -136,7 +140,8 @@ double shm_cpu_probe(void) {
 static double shm_handoff_verdict(shm_t* s, double rt, const char* between) {
   if (rt == 0) {
     QCCL_INFO(LOG_SHM,
-              "rank %d: no round trip %s within %.0f ms: handoffs start with ordinary stores",
+              "rank %d: no round trip %s (no answer within %.0f ms, or no second CPU to "
+              "time): handoffs start with ordinary stores",
               s->rank, between, SHM_PROBE_LIMIT_S * 1e3);
     return 0;
   }
@@ -149,6 +154,14 @@ static double shm_handoff_verdict(shm_t* s, double rt, const char* between) {
   return rt;
 }
 
+/* QCCL_SHM_HANDOFF_PROBE_NS=0: streaming from the start, no probe. */
+static double shm_handoff_unprobed(shm_t* s) {
+  shm_handoff_stream_first(s);
+  QCCL_INFO(LOG_SHM, "rank %d: handoffs start with streaming stores (QCCL_SHM_HANDOFF_PROBE_NS=0)",
+            s->rank);
+  return 0;
+}
+
 /* More ranks than cores: rank 0 times two CPUs of its own while the
  * others wait in the exchange that then gives every rank its figure. */
 static double shm_handoff_probe_crowded(shm_t* s, bootstrap_t* boot) {
@@ -159,13 +172,7 @@ static double shm_handoff_probe_crowded(shm_t* s, bootstrap_t* boot) {
   double rt = boot_allgather(boot, all, sizeof *all) == qcclSuccess ? (double)all[0] * 1e-12 : 0;
   free(all);
   if (!s->nt_auto) return 0;
-  if (s->nt_probe_s == 0) {
-    shm_handoff_stream_first(s);
-    QCCL_INFO(LOG_SHM,
-              "rank %d: handoffs start with streaming stores (QCCL_SHM_HANDOFF_PROBE_NS=0)",
-              s->rank);
-    return 0;
-  }
+  if (s->nt_probe_s == 0) return shm_handoff_unprobed(s);
   return shm_handoff_verdict(s, rt, "between two of rank 0's CPUs (more ranks than cores)");
 }
 
@@ -173,13 +180,7 @@ double shm_handoff_probe(shm_t* s, bootstrap_t* boot) {
   if (s->nranks > 2 && s->nranks > s->ncores && s->ncores >= 2)
     return shm_handoff_probe_crowded(s, boot);
   if (!s->nt_auto || s->nranks != 2 || s->nranks > s->ncores) return 0;
-  if (s->nt_probe_s == 0) {
-    shm_handoff_stream_first(s);
-    QCCL_INFO(LOG_SHM,
-              "rank %d: handoffs start with streaming stores (QCCL_SHM_HANDOFF_PROBE_NS=0)",
-              s->rank);
-    return 0;
-  }
+  if (s->nt_probe_s == 0) return shm_handoff_unprobed(s);
   double rt = shm_ping(&s->ctrl[0].ping, s->rank, clock_now() + SHM_PROBE_LIMIT_S);
   return shm_handoff_verdict(s, rt, "to the other rank");
 }
