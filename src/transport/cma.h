@@ -335,7 +335,7 @@ int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block,
  * call ends after the first: alltoall.c). More ranks gained nothing while
  * each learned its mode from its own copies; with the mode from the
  * attach probe of a crowded host (shm_handoff_probe.c) a 4-rank AlltoAll
- * of 256 KiB-1 MiB without a shared cache took 0.52-0.80x the staged time
+ * of 256 KiB-1 MiB without a shared cache took 0.52-0.88x the staged time
  * and 8 ranks 0.58-0.71x, unchanged with one; 1 MiB pieces took 1.07x on
  * 4 ranks and 2 MiB 1.29x, so 512 KiB at most there (docs/PERF.md, "Four
  * ranks read single copy by the host's mode"):

@@ -353,10 +353,6 @@ void shm_handoff_timed(shm_t* s, size_t n, double t0, double dt);
 #define SHM_NT_PROBE_SLOW_S 250e-9 /* a round trip above: no shared cache */
 #define SHM_NT_PROBE_MAX_S 5e-6    /* above: a rank held off, no verdict */
 double shm_handoff_probe(shm_t* s, bootstrap_t* boot);
-/* The median round trip of a cache line between the calling thread's CPU
- * and another CPU it may use (two threads, the caller pinned to its CPU
- * meanwhile); 0 where there is no other CPU or it ran past 5 ms. */
-double shm_cpu_probe(void);
 /* What a round trip of rt seconds starts the handoffs with (exposed for
  * tests/unit/unit_handoff.c); 1 when they stream (shm_handoff_stream_first:
  * streaming, the first timed retry counted from shm_handoff_begin, the

@@ -105,7 +105,10 @@ static void* shm_cpu_probe_helper(void* arg) {
   return NULL;
 }
 
-double shm_cpu_probe(void) {
+/* The median round trip of a cache line between the calling thread's CPU
+ * and another CPU it may use (two threads, the caller pinned to its CPU
+ * meanwhile); 0 where there is no other CPU or it ran past the limit. */
+static double shm_cpu_probe(void) {
   cpu_set_t mask, one;
   int cpu = sched_getcpu(), other = -1;
   if (cpu < 0 || pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0) return 0;

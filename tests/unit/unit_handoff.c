@@ -149,6 +149,26 @@ int main(void) {
     CHECK(s.nt_prep == 0 && (s.nt_confirm == 1 || s.nt_retry_at > 0),
           "4 ranks: the seventh copy was not the retry (prep %d, confirm %d)", s.nt_prep,
           s.nt_confirm);
+    /* more ranks than cores: a streaming rank switches back only after
+     * one fast retry per peer (3 on 4 ranks), each due at once; on 4
+     * ranks that fit the cores, after two */
+    fresh(&s);
+    s.nranks = 4;
+    s.ncores = 2;
+    s.nt_slow = 1;
+    s.nt_wait = 0.08;
+    for (int i = 0; i < 2; i++) shm_handoff_timed(&s, MIB, 3.0, FAST);
+    CHECK(s.nt_slow == 1 && s.nt_confirm == 2 && s.nt_retry_at == 3.0,
+          "4 ranks on 2 cores: back after two fast retries (slow %d, confirm %d)", s.nt_slow,
+          s.nt_confirm);
+    shm_handoff_timed(&s, MIB, 3.0, FAST);
+    CHECK(s.nt_slow == 0, "4 ranks on 2 cores: still streaming after three fast retries");
+    fresh(&s);
+    s.nranks = 4;
+    s.ncores = 4;
+    s.nt_slow = 1;
+    for (int i = 0; i < 2; i++) shm_handoff_timed(&s, MIB, 3.0, FAST);
+    CHECK(s.nt_slow == 0, "4 ranks on 4 cores: still streaming after two fast retries");
     /* the first small copy measures the clock */
     fresh(&s);
     shm_handoff_copy(&s, b, a, 2 << 10, 2 * MIB);
