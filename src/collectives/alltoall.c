@@ -95,6 +95,24 @@ static qcclResult_t a2a_next_posted(shm_t* s, int w, int r, uint64_t step, const
   return res;
 }
 
+/* Streaming stores for the pieces read out of the slots: from
+ * COPY_STREAM_MIN_TOTAL bytes of output per rank (memcopy.h), and on a
+ * crowded host (more ranks than cores) also from A2A_STREAM_NODE_MIN
+ * bytes of output on the node (bytes per peer x w^2), where the ranks'
+ * receive buffers together outgrow the cache they share while the slots
+ * are read again at once: on the AMD guest (2 vCPUs, 32 MiB L3, shared
+ * cache) 4 ranks' calls of 4 MiB and 8 ranks' of 4 MiB took 0.78-0.80x
+ * the time with them, 8 ranks' of 2 MiB 0.97x; from 8 MiB on the node
+ * (4 ranks 2 MiB, 8 ranks 1 MiB) 0.94-1.02x (docs/PERF.md, "A crowded
+ * host's AlltoAll by its bytes on the node"). Where the ranks fit the
+ * cores each has a cache of its own besides; not measured there, so the
+ * per-rank rule alone. */
+#define A2A_STREAM_NODE_MIN ((size_t)16 << 20)
+static int a2a_stream(const shm_t* s, int w, size_t bytes) {
+  size_t out = bytes * (size_t)w;
+  return out >= COPY_STREAM_MIN_TOTAL || (!shm_roomy(s) && out * (size_t)w >= A2A_STREAM_NODE_MIN);
+}
+
 static qcclResult_t a2a_progress(plan_t* p) {
   a2a_plan_t* t = (a2a_plan_t*)p;
   qcclComm_t comm = p->comm;
@@ -104,7 +122,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
   size_t bytes = a->count * dtype_size(a->datatype), piece = t->span;
   const char* in = a->sendbuff;
   char* out = a->recvbuff;
-  int stream = bytes * (size_t)w >= COPY_STREAM_MIN_TOTAL;
+  int stream = a2a_stream(s, w, bytes);
   size_t m = bytes - t->off < piece ? bytes - t->off : piece;
   for (;;) {
     switch (p->phase) {
@@ -113,7 +131,7 @@ static qcclResult_t a2a_progress(plan_t* p) {
           copy_out(out, in, bytes, stream);
           return qcclSuccess;
         }
-        if (!cma_a2a_use(s, bytes) && shm_xch_use(s, bytes)) {
+        if (!cma_a2a_use(s, w, bytes) && shm_xch_use(s, bytes)) {
           /* 2 ranks, a small piece: through the exchange cells */
           t->g = shm_chunk_next(s);
           t->rot = shm_rot(s, t->g, bytes);
@@ -126,10 +144,10 @@ static qcclResult_t a2a_progress(plan_t* p) {
         /* else, from CMA's threshold: the peers read their pieces single
          * copy; or this rank's alone, in the staged chunks, while its
          * handoffs stream (cma_mode_offer) */
-        t->direct = t->mapped || cma_a2a_offer(s, in, bytes, &t->reg) ||
+        t->direct = t->mapped || cma_a2a_offer(s, in, w, bytes, &t->reg) ||
                     cma_mode_offer(s, in, w, CMA_MODE_A2A_MAX_RANKS, bytes, &t->reg);
         /* every rank reads whole pieces in the first chunk: one chunk */
-        t->span = cma_a2a_use(s, bytes) ? bytes : t->piece;
+        t->span = cma_a2a_use(s, w, bytes) ? bytes : t->piece;
         piece = t->span;
         t->job = (share_job_t){in, out, bytes, 1, 0};
         t->off = 0;

@@ -160,6 +160,12 @@ qcclResult_t cma_probe(shm_t* s, bootstrap_t* boot, const shm_t* like) {
                   "from %zu bytes in all (blocks from %zu)",
                   s->rank, s->nranks, s->ncores, CMA_SCATTER_CROWDED_MIN_TOTAL,
                   CMA_MIN_BYTES_ROOMY);
+      if (s->cma_slow && !shm_roomy(s) && s->nranks <= CMA_A2A_CROWDED_MAX_RANKS)
+        QCCL_INFO(LOG_SHM,
+                  "rank %d: %d ranks on %d cores: AlltoAll still reads single copy in calls of "
+                  "%zu up to %zu bytes on the node (bytes per peer x ranks^2)",
+                  s->rank, s->nranks, s->ncores, CMA_A2A_CROWDED_MIN_TOTAL,
+                  CMA_A2A_CROWDED_MAX_TOTAL);
       free(all);
       return qcclSuccess;
     }
@@ -213,8 +219,8 @@ int cma_scatter_offer(const shm_t* s, const void* buf, int nranks, size_t block,
   return cma_scatter_use(s, nranks, block) && cma_publish(buf, reg);
 }
 
-int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg) {
-  return cma_a2a_use(s, block) && cma_publish(buf, reg);
+int cma_a2a_offer(const shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg) {
+  return cma_a2a_use(s, nranks, block) && cma_publish(buf, reg);
 }
 
 int cma_mode_use(shm_t* s, int nranks, int max_ranks, size_t block, double now) {

@@ -174,6 +174,35 @@ static inline int cma_allgather_use(const shm_t* s, int w, size_t bytes) {
   return w <= CMA_ALLGATHER_MAX_RANKS && cma_use(s, bytes);
 }
 
+/* AlltoAll on a crowded host (more ranks than cores) where single copy is
+ * off for the speed probe alone (cma_slow), whatever the handoffs' mode:
+ * calls whose bytes on the node (bytes per peer x nranks^2, the ranks'
+ * outputs together) are CMA_A2A_CROWDED_MIN_TOTAL up to (not including)
+ * CMA_A2A_CROWDED_MAX_TOTAL, on at most CMA_A2A_CROWDED_MAX_RANKS ranks
+ * (so pieces of 128 KiB and more), read single copy. There the
+ * staged call's three buffers per rank (send, slot, receive: 24 MiB on
+ * the node) overflow the 32 MiB L3 the ranks share with the host, and
+ * single copy's two (16 MiB) do not: on the AMD guest (2 vCPUs, shared
+ * cache) 8 ranks' calls of 1 MiB (128 KiB pieces) took 0.72-0.82x the
+ * staged time and 4 ranks' of 2 MiB (512 KiB pieces) 0.84x, where half
+ * that (4 MiB on the node) lost 1.12-1.15x and twice that (16 MiB) tied
+ * the staged call, which from there streams its output and wins
+ * (alltoall.c, a2a_stream) (docs/PERF.md, "A crowded host's AlltoAll by
+ * its bytes on the node"). The same on every rank (the size, the rank
+ * count and the segment's agreed values), so the call is one chunk, as
+ * cma_a2a_use's. Without a shared cache the handoffs' mode would offer
+ * these pieces too, and more (cma_mode_offer, 64-512 KiB). */
+#define CMA_A2A_CROWDED_MIN_TOTAL ((size_t)8 << 20)
+#define CMA_A2A_CROWDED_MAX_TOTAL ((size_t)16 << 20)
+#define CMA_A2A_CROWDED_MAX_RANKS 8
+static inline int cma_a2a_crowded(const shm_t* s, int nranks, size_t bytes) {
+  if (!s->cma_slow || shm_roomy(s) || nranks > CMA_A2A_CROWDED_MAX_RANKS ||
+      bytes >= CMA_A2A_CROWDED_MAX_TOTAL)
+    return 0;
+  size_t node = bytes * (size_t)nranks * (size_t)nranks;
+  return node >= CMA_A2A_CROWDED_MIN_TOTAL && node < CMA_A2A_CROWDED_MAX_TOTAL;
+}
+
 /* AlltoAll (alltoall.c): single copy from CMA_MIN_BYTES_ROOMY per peer on
  * any host where single copy is on, unless QCCL_CMA_MIN_BYTES chose the
  * threshold (then that one). Every rank reads W-1 pieces and each piece
@@ -182,9 +211,10 @@ static inline int cma_allgather_use(const shm_t* s, int w, size_t bytes) {
  * on 8 ranks of 2 cores calls of 128 and 256 KiB (16 and 32 KiB pieces)
  * took 0.63-0.78x the staged time, on 4 ranks 128 KiB 0.80x and 64 KiB
  * 1.03x (16 KiB pieces); 4-8 KiB pieces lost (8 ranks 32 KiB: 1.9x)
- * (docs/PERF.md, "AlltoAll single copy from 16 KiB"). */
-static inline int cma_a2a_use(const shm_t* s, size_t bytes) {
-  return s->cma_a2a_min > 0 && bytes >= s->cma_a2a_min;
+ * (docs/PERF.md, "AlltoAll single copy from 16 KiB"). And a crowded
+ * host's calls of cma_a2a_crowded where single copy is otherwise off. */
+static inline int cma_a2a_use(const shm_t* s, int nranks, size_t bytes) {
+  return (s->cma_a2a_min > 0 && bytes >= s->cma_a2a_min) || cma_a2a_crowded(s, nranks, bytes);
 }
 
 /* Scatter (scatter.c): the readers read their blocks single copy from CMA's
@@ -307,8 +337,8 @@ static inline int cma_p2p_use(const shm_t* s, size_t bytes, size_t header) {
  * each peer published. */
 int cma_offer(const shm_t* s, const void* buf, size_t block, size_t max, shm_reg_t* reg);
 
-/* cma_offer for AlltoAll: from its own threshold (cma_a2a_use). */
-int cma_a2a_offer(const shm_t* s, const void* buf, size_t block, shm_reg_t* reg);
+/* cma_offer for AlltoAll on nranks: where cma_a2a_use says. */
+int cma_a2a_offer(const shm_t* s, const void* buf, int nranks, size_t block, shm_reg_t* reg);
 
 /* cma_offer for Scatter: where cma_scatter_use says (its crowded-host
  * case also where single copy is otherwise off). */

@@ -31,7 +31,9 @@
  * chunks that a rank may read single copy while its peer stages
  * (QCCL_CMA_MODE_EVERY, cma.h, cma_mode_offer).
  *
- * Options: --calls N (default 600; 300 with --quick), --max-bytes N.
+ * Options: --calls N (default 600; 300 with --quick), --max-bytes N,
+ * --op NAME (every call that collective: allgather, alltoall, allreduce,
+ * sendrecv or broadcast).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +56,8 @@ static void payload(uint64_t seed, int k, int src, int dst, unsigned char* p, si
 
 /* the largest size drawn: 200 KiB, or --max-bytes */
 static size_t max_bytes = 200 << 10;
+/* every call's collective (--op NAME), or -1: drawn */
+static int only_op = -1;
 
 static size_t draw_size(uint64_t* st) {
   size_t r = mr_rand_range(st, 0, 99);
@@ -75,6 +79,7 @@ typedef struct {
 /* Draws call k (the same on every rank) and makes its buffers and input. */
 static void prep(uint64_t* st, uint64_t seed, int W, int me, int k, call_t* x) {
   x->op = (int)mr_rand_range(st, 0, OP_N - 1);
+  if (only_op >= 0) x->op = only_op; /* drawn all the same: one sequence of sizes */
   x->n = draw_size(st);
   x->inplace = x->op != OP_A2A && mr_rand_range(st, 0, 2) == 0; /* no in-place AlltoAll */
   size_t n = x->n;
@@ -183,6 +188,16 @@ int main(int argc, char** argv) {
   const char* mb = mr_opt(&t, "--max-bytes");
   if (mb) max_bytes = (size_t)strtoull(mb, NULL, 0);
   if (max_bytes < (200 << 10)) max_bytes = 200 << 10;
+  const char* on = mr_opt(&t, "--op");
+  for (int i = 0; on && i < OP_N; i++)
+    if (strcmp(on, op_name[i]) == 0) only_op = i;
+  if (on && only_op < 0) {
+    fprintf(stderr,
+            "mr_xch: --op %s: not one of allgather, alltoall, allreduce, sendrecv, "
+            "broadcast\n",
+            on);
+    return 2;
+  }
   mr_case_t c;
   if (mr_case_begin(&t, &c, "xch sequence of %d calls", calls)) {
     uint64_t st = c.cseed ^ 0x584348; /* the same draws on every rank */

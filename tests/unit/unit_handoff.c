@@ -10,7 +10,8 @@
  * 128 KiB: one in 16 counted as sampled, none under a costly clock, none
  * of the others the retry. Then shm_handoff_copy's bytes, both ways,
  * against memcpy. And the single copy a rank takes while its handoffs
- * stream (cma.h, cma_mode_use). And where the round trip the attach
+ * stream (cma.h, cma_mode_use), and a crowded host's AlltoAll single
+ * copy by its bytes on the node (cma_a2a_crowded). And where the round trip the attach
  * probe measured starts the handoffs (shm_handoff_seed).
  */
 #include <stdio.h>
@@ -236,6 +237,41 @@ int main(void) {
     for (int i = 0; i < 6; i++)
       CHECK(!cma_mode_use(&s, 2, 2, MIB, u),
             "QCCL_CMA_MODE_EVERY: single copy of unreadable peers");
+  }
+
+  /* a crowded host's AlltoAll single copy whatever the mode (cma.h,
+   * cma_a2a_crowded): where the probe alone turned single copy off and
+   * the ranks outnumber the cores, calls of 8 MiB up to 16 MiB on the node
+   * (bytes per peer x ranks^2), 3-8 ranks */
+  {
+    fresh(&s);
+    s.nranks = 8;
+    s.ncores = 2;
+    s.cma_slow = 1;
+    CHECK(cma_a2a_use(&s, 8, 128 << 10) && cma_a2a_use(&s, 8, (256 << 10) - 1),
+          "8 ranks on 2 cores: no single copy of 128-256 KiB pieces");
+    CHECK(!cma_a2a_use(&s, 8, (128 << 10) - 1) && !cma_a2a_use(&s, 8, 256 << 10),
+          "8 ranks on 2 cores: single copy outside 8-16 MiB on the node");
+    s.nranks = 4;
+    CHECK(cma_a2a_use(&s, 4, 512 << 10) && !cma_a2a_use(&s, 4, (512 << 10) - 1) &&
+              !cma_a2a_use(&s, 4, MIB),
+          "4 ranks on 2 cores: not 512 KiB-1 MiB pieces alone");
+    s.nranks = 3;
+    CHECK(cma_a2a_use(&s, 3, MIB) && !cma_a2a_use(&s, 3, 2 * MIB),
+          "3 ranks on 2 cores: not 1 MiB pieces alone");
+    s.nranks = 9;
+    CHECK(!cma_a2a_use(&s, 9, 128 << 10), "single copy on 9 ranks");
+    s.nranks = 16; /* 8 MiB on the node: 32 KiB pieces */
+    CHECK(!cma_a2a_use(&s, 16, 32 << 10), "single copy on 16 ranks");
+    s.nranks = 4;
+    s.ncores = 4;
+    CHECK(!cma_a2a_use(&s, 4, 512 << 10), "single copy where the ranks fit the cores");
+    s.ncores = 2;
+    s.cma_slow = 0;
+    CHECK(!cma_a2a_use(&s, 4, 512 << 10), "single copy where the peers cannot be read");
+    s.cma_a2a_min = 16 << 10; /* single copy on: from its threshold */
+    CHECK(cma_a2a_use(&s, 4, 16 << 10) && !cma_a2a_use(&s, 4, (16 << 10) - 1),
+          "AlltoAll's threshold");
   }
 
   /* the start the attach probe's round trip gives (shm_handoff_seed):
