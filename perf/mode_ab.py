@@ -28,6 +28,9 @@ BUILD/peers; --peers-build says which build).
         --variant forced=build:QCCL_CMA_MIN_BYTES=65536 --variant mpi \\
         --ratio new/base --ratio new/mpi --out /tmp/a2a8.jsonl
 
+A run that fails (its exit status, as rc on stderr) is left out of the
+pairs and makes the script exit 1 after the ratios are printed.
+
 The raw runs go to --out (overwritten; one JSON line per kept size: pass,
 mode, round trip, variant, size, median_us), and --from reads such a file
 again for other ratios without running anything.
@@ -116,7 +119,8 @@ def run_passes(a, variants, out):
 
 
 def passes_until(a, variants, out, handoff, end, tmp):
-    passes = 0
+    """(passes run, runs that failed)"""
+    passes = failed = 0
     while time.time() < end:
         k = passes % len(variants)
         for v in variants[k:] + variants[:k]:
@@ -134,6 +138,7 @@ def passes_until(a, variants, out, handoff, end, tmp):
             mode = mode_of(r0, r1, a)
             rows = compare.load_rows(jpath) if rc == 0 else None
             if rc != 0:
+                failed += 1
                 print(f"mode_ab: pass {passes}, {v['name']}: rc {rc}", file=sys.stderr)
             if mode is None or rows is None:
                 continue
@@ -145,7 +150,7 @@ def passes_until(a, variants, out, handoff, end, tmp):
                                           "median_us": oop["median_us"]}) + "\n")
             out.flush()
         passes += 1
-    return passes
+    return passes, failed
 
 
 def ratios(records, pairs):
@@ -213,11 +218,11 @@ def main():
                 sys.exit(f"mode_ab: --ratio {pa}/{pb}: no variant named {n}")
     path = a.out or tempfile.mkstemp(prefix="mode_ab.", suffix=".jsonl")[1]
     with open(path, "w") as out:
-        n = run_passes(a, variants, out)
-    print(f"mode_ab: {n} passes, runs in {path}")
+        n, failed = run_passes(a, variants, out)
+    print(f"mode_ab: {n} passes, {failed} failed runs, runs in {path}")
     with open(path) as f:
         ratios([json.loads(line) for line in f if line.strip()], pairs)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
