@@ -544,6 +544,7 @@ def markdown(res, bounds, a, meta, latency, bw=None, outdir=None):
     out.append(f"Each library: `-b {a.minbytes} -e {a.maxbytes} -f {a.stepfactor} -n {a.iters} "
                f"-w {a.warmup}`, {dname(a)} sum, qccl with `-c {a.check}`"
                f"{' and `-R 1` (buffers from qcclMemAlloc)' if getattr(a, 'register', 0) else ''}"
+               f"{f', buffers {a.offset} bytes past a page (`-O {a.offset}`)' if getattr(a, 'offset', 0) else ''}"
                f", the peers with "
                f"`-c {a.peer_check}`"
                + (f", {a.rounds} rounds (every library once per round, in turn; each cell "
@@ -822,6 +823,9 @@ def main():
                     help="latency runs per library (interleaved; the median is reported)")
     ap.add_argument("--register", type=int, default=0,
                     help="1: qccl's buffers from qcclMemAlloc (qccl-perf -R 1)")
+    ap.add_argument("-O", "--offset", type=int, default=0,
+                    help="every library's buffers start this many bytes past a page (-O; "
+                         "glibc malloc's large blocks: 16)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
     ap.add_argument("--outdir")
     ap.add_argument("--no-docs", action="store_true", help="leave docs/ alone")
@@ -852,6 +856,8 @@ def main():
     tools = build_tools(a, outdir)
     flags = ["-b", str(a.minbytes), "-e", str(a.maxbytes), "-f", str(a.stepfactor), "-n",
              str(a.iters), "-w", str(a.warmup), "-c", str(a.check), "-d", a.dtype, "-o", "sum"]
+    offset = ["-O", str(a.offset)] if a.offset else []
+    flags += offset
     res, bounds, latency = {}, {}, {}
     failed = []
     ncpu = os.cpu_count() or 1
@@ -902,7 +908,7 @@ def main():
                 tag = f"latency-{lib}-{n}" + (f"-r{rep}" if rep else "")
                 jpath = os.path.join(outdir, tag + ".json")
                 lflags = ["-b", str(a.latency_size), "-e", str(a.latency_size), "-n", "50", "-w",
-                          "10", "-c", "1"]
+                          "10", "-c", "1"] + offset
                 cmd = lib_cmd(lib, tools, "allreduce", n, lflags, jpath, a)
                 rc, _ = run(cmd, os.path.join(outdir, tag + ".log"), a.timeout, lib_env(lib, a))
                 rows = load_rows(jpath) or {}
@@ -933,7 +939,8 @@ def main():
 
 # what --replot needs besides the JSON rows of every run
 STATE_ARGS = ("ranks", "colls", "libs", "rounds", "dtype", "minbytes", "maxbytes", "stepfactor", "iters", "warmup",
-              "check", "peer_check", "latency_size", "latency_reps", "quant_format", "register")
+              "check", "peer_check", "latency_size", "latency_reps", "quant_format", "register",
+              "offset")
 
 
 def replot(a):

@@ -86,7 +86,7 @@ def round_trip_ns(handoff):
 
 def command(v, a, jpath):
     flags = ["-b", a.b, "-e", a.e, "-f", str(a.f), "-n", str(a.iters), "-w", str(a.warmup),
-             "-c", "1", "-J", jpath]
+             "-c", "1"] + (["-O", str(a.offset)] if a.offset else []) + ["-J", jpath]
     if "peer" in v:
         ns = argparse.Namespace(peers_venv=a.peers_venv, check=1, peer_check=1, timeout=a.timeout)
         tools = {f"{v['peer']}-perf": os.path.join(a.peers_build, "peers", f"{v['peer']}-perf")}
@@ -184,6 +184,8 @@ def main():
     ap.add_argument("-f", type=int, default=2)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("-O", "--offset", type=int, default=0,
+                    help="buffers this many bytes past a page (qccl-perf -O)")
     ap.add_argument("--secs", type=float, default=300, help="how long to run passes")
     ap.add_argument("--variant", action="append", default=[])
     ap.add_argument("--ratio", action="append", default=[], help="A/B, two variants' names")

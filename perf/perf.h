@@ -27,6 +27,8 @@
 #define PERF_EXIT_LIBRARY 3 /* the library under test returned an error */
 #define PERF_EXIT_SKIP 77   /* nothing to measure in this build */
 
+#define PERF_ALIGN 4096 /* plain buffers start on a page (but -O) */
+
 typedef enum {
   PERF_ALLREDUCE,
   PERF_ALLGATHER,
@@ -121,6 +123,7 @@ typedef struct {
   perf_quant_opt_t quant;
   int quiet_header; /* --no-header: table rows and footer only */
   int registered;   /* -R 1: buffers from the backend's allocator */
+  int offset;       /* -O: buffers start this many bytes past a page (0-4095) */
 } perf_args_t;
 
 /* ---- perf_args.c ---- */

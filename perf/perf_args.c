@@ -127,6 +127,8 @@ void perf_usage(const char* prog, int backend_is_qccl) {
           "  -J, --output_file F     write every row as JSON to F\n"
           "  -R, --register 0|1      buffers from the library's allocator (qcclMemAlloc:\n"
           "                          peers of a host read them in place; default 0)\n"
+          "  -O, --offset B          buffers start B bytes past a page boundary, 0-4095\n"
+          "                          (default 0; glibc malloc's large blocks: 16)\n"
           "  -q, --quant FMT         int8|int4[:bBLOCK][:asym][:rot][:sr] (quantized runs)\n"
           "      --seed N            input seed (default 0x5eed)\n"
           "      --no-header         rows and footer only\n",
@@ -187,13 +189,14 @@ int perf_args_parse(int argc, char** argv, perf_args_t* a) {
                                         {"output_file", required_argument, 0, 'J'},
                                         {"quant", required_argument, 0, 'q'},
                                         {"register", required_argument, 0, 'R'},
+                                        {"offset", required_argument, 0, 'O'},
                                         {"seed", required_argument, 0, 'S'},
                                         {"no-header", no_argument, 0, 'H'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:z:T:J:q:R:h", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:o:d:r:a:z:T:J:q:R:O:h", longs, NULL)) != -1) {
     switch (c) {
       case 'b':
         if (perf_parse_size(optarg, &a->min_bytes)) PERF_BAD("-b", optarg);
@@ -243,6 +246,9 @@ int perf_args_parse(int argc, char** argv, perf_args_t* a) {
         break;
       case 'R':
         if (perf_parse_int(optarg, 0, 1, &a->registered)) PERF_BAD("-R", optarg);
+        break;
+      case 'O':
+        if (perf_parse_int(optarg, 0, PERF_ALIGN - 1, &a->offset)) PERF_BAD("-O", optarg);
         break;
       case 'q':
         if (perf_parse_quant(optarg, &a->quant)) PERF_BAD("-q", optarg);

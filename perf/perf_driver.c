@@ -24,8 +24,6 @@
 
 #include "perf.h"
 
-#define PERF_ALIGN 4096
-
 double perf_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -50,7 +48,8 @@ typedef struct {
   const perf_args_t* a;
   perf_backend_t* be;
   perf_run_fn run;
-  char *sendbuf, *recvbuf;
+  char *sendbuf, *recvbuf; /* send_base, recv_base + a->offset */
+  char *send_base, *recv_base;
   double* times; /* iters per-call times */
   FILE* json;
   int json_rows;
@@ -135,6 +134,7 @@ static void perf_print_header(const perf_ctx_t* x) {
       a->min_bytes, a->max_bytes, step, a->warmup, a->iters, a->check ? 1 : 0, a->average,
       avg_names[a->average], a->blocking, a->timeout_s);
   printf("#  seed 0x%llx; check: %s\n", (unsigned long long)a->seed, perf_check_rule());
+  if (a->offset > 0) printf("#  buffers start %d bytes past a page (-O)\n", a->offset);
   printf("#  time: mean per call (nccl-tests); median: median of the per-call times\n");
 }
 
@@ -330,10 +330,10 @@ static int perf_loop_types(perf_ctx_t* x) {
 
 static void perf_free_buffers(perf_backend_t* be, int reg, perf_ctx_t* x) {
   if (reg) {
-    if (x->sendbuf) be->mem_free(be->ctx, x->sendbuf);
-    if (x->recvbuf) be->mem_free(be->ctx, x->recvbuf);
+    if (x->send_base) be->mem_free(be->ctx, x->send_base);
+    if (x->recv_base) be->mem_free(be->ctx, x->recv_base);
   } else {
-    free(x->sendbuf), free(x->recvbuf);
+    free(x->send_base), free(x->recv_base);
   }
   free(x->times);
 }
@@ -356,8 +356,12 @@ int perf_run(const perf_coll_t* coll, const perf_args_t* a, perf_backend_t* be) 
   int reg = a->registered && be->mem_alloc != NULL;
   if (a->registered && !reg && be->rank == 0)
     printf("# -R 1: %s has no allocator of its own; plain buffers\n", be->name);
-  x.sendbuf = reg ? be->mem_alloc(be->ctx, sb) : aligned_alloc(PERF_ALIGN, sb);
-  x.recvbuf = reg ? be->mem_alloc(be->ctx, rb) : aligned_alloc(PERF_ALIGN, rb);
+  /* -O: a page more, the buffers that far into it */
+  size_t pad = a->offset > 0 ? PERF_ALIGN : 0;
+  x.send_base = reg ? be->mem_alloc(be->ctx, sb + pad) : aligned_alloc(PERF_ALIGN, sb + pad);
+  x.recv_base = reg ? be->mem_alloc(be->ctx, rb + pad) : aligned_alloc(PERF_ALIGN, rb + pad);
+  x.sendbuf = x.send_base ? x.send_base + a->offset : NULL;
+  x.recvbuf = x.recv_base ? x.recv_base + a->offset : NULL;
   x.times = calloc((size_t)a->iters, sizeof(double));
   if (!x.sendbuf || !x.recvbuf || !x.times) {
     fprintf(stderr, "%s-perf: rank %d: out of memory (%zu + %zu bytes)\n", be->name, be->rank, sb,
