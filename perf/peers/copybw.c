@@ -2,7 +2,8 @@
  * copybw.c - the memory-copy bandwidth of this host, the physical bound of
  * every collective that moves its bytes through memory.
  *
- *   qccl-copybw [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR] [-n ITERS] [-k] [-J FILE]
+ *   qccl-copybw [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR] [-n ITERS] [-k] [-d DIST]
+ *               [-J FILE]
  *
  * T threads (default: the online CPUs) each copy a buffer of SIZE bytes
  * into another of their own, in -n rounds after two warm-up copies; once
@@ -29,6 +30,14 @@
  * buffers are not remapped"). Reading its own process measures the same
  * path as reading a peer's (docs/PERF.md, "What a plain buffer's bytes
  * cost").
+ *
+ * -d DIST puts each destination DIST bytes past its source modulo a page
+ * (0-4095; the sources stay on a page) and adds a column: qccl's own copy
+ * for the data path (copy_data, core/memcopy.h), which takes its near
+ * copy where memcpy's string copy crawls (a destination 1-63 bytes past
+ * its source: docs/PERF.md, "A destination just past its source"). With
+ * DIST not 0 the non-temporal kernel is qccl's copy_stream (any
+ * alignment).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -43,6 +52,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/memcopy.h"
 #include "probe.h"
 
 /* A barrier that spins (yielding, for more threads than CPUs): its
@@ -63,12 +73,14 @@ static void copy_barrier_wait(copy_barrier_t* b) {
   while (atomic_load(&b->round) == round) sched_yield();
 }
 
-enum { COPY_MEMCPY, COPY_NT, COPY_KERNEL };
+enum { COPY_MEMCPY, COPY_NT, COPY_KERNEL, COPY_QCCL };
+
+static size_t copy_dist; /* -d: the destination this far past the source, mod a page */
 
 typedef struct {
   size_t size;
   int iters, reps; /* rounds; copies per round */
-  int kind;        /* COPY_MEMCPY, COPY_NT, COPY_KERNEL */
+  int kind;        /* COPY_MEMCPY, COPY_NT, COPY_KERNEL, COPY_QCCL */
   copy_barrier_t* start;
   double *t0, *t1; /* per round: when this thread started, ended */
   int failed;
@@ -112,8 +124,12 @@ static int copy_kernel(void* dst, const void* src, size_t n) {
 }
 
 static void copy_once(copy_thread_t* c, char* dst, const char* src) {
-  if (c->kind == COPY_NT)
+  if (c->kind == COPY_NT && copy_dist == 0)
     copy_nt(dst, src, c->size);
+  else if (c->kind == COPY_NT)
+    copy_stream(dst, src, c->size);
+  else if (c->kind == COPY_QCCL)
+    copy_data(dst, src, c->size);
   else if (c->kind == COPY_KERNEL)
     c->failed |= copy_kernel(dst, src, c->size) != 0;
   else
@@ -125,7 +141,8 @@ static void* copy_thread(void* arg) {
   copy_thread_t* c = arg;
   size_t alloc = (c->size + 4095) / 4096 * 4096;
   char* src = aligned_alloc(4096, alloc);
-  char* dst = aligned_alloc(4096, alloc);
+  char* base = aligned_alloc(4096, alloc + 4096); /* -d: a page more */
+  char* dst = base ? base + copy_dist : NULL;
   if (!src || !dst) c->failed = 1;
   if (!c->failed) {
     memset(src, 1, c->size);
@@ -140,7 +157,7 @@ static void* copy_thread(void* arg) {
     c->t1[i] = probe_now();
   }
   if (!c->failed && memcmp(dst, src, c->size) != 0) c->failed = 1; /* the copy is checked */
-  free(src), free(dst);
+  free(src), free(base);
   return NULL;
 }
 
@@ -206,9 +223,10 @@ static int copy_size(const char* s, size_t* out) {
 
 int main(int argc, char** argv) {
   int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), iters = 20, factor = 4, kernel = 0, opt;
+  int qccl = 0;
   size_t minb = 1024, maxb = 256u << 20;
   const char* json = NULL;
-  while ((opt = getopt(argc, argv, "t:b:e:f:n:kJ:h")) != -1) {
+  while ((opt = getopt(argc, argv, "t:b:e:f:n:kd:J:h")) != -1) {
     switch (opt) {
       case 't':
         threads = atoi(optarg);
@@ -228,6 +246,14 @@ int main(int argc, char** argv) {
       case 'k':
         kernel = 1;
         break;
+      case 'd': {
+        char* end = NULL;
+        long v = strtol(optarg, &end, 0);
+        if (end == optarg || *end != '\0' || v < 0 || v > 4095) goto usage;
+        copy_dist = (size_t)v;
+        qccl = 1;
+        break;
+      }
       case 'J':
         json = optarg;
         break;
@@ -250,15 +276,19 @@ int main(int argc, char** argv) {
       "# qccl-copybw: %d thread(s) each copy SIZE bytes, together in rounds; GB/s = (read + "
       "written, all threads) / median round (first start to last end), GB = 1e9\n",
       threads);
-  printf("# %10s  %12s  %12s  %12s%s\n", "size(B)", "memcpy GB/s", "nt-copy GB/s", "best GB/s",
-         kernel ? "  kernel GB/s  kernel/best" : "");
+  if (qccl)
+    printf("# destinations %zu bytes past their sources (mod 4096); qccl: copy_data\n", copy_dist);
+  printf("# %10s  %12s  %12s  %12s%s%s\n", "size(B)", "memcpy GB/s", "nt-copy GB/s", "best GB/s",
+         kernel ? "  kernel GB/s  kernel/best" : "", qccl ? "    qccl GB/s" : "");
   if (jf) fprintf(jf, "{\"tool\": \"qccl-copybw\", \"threads\": %d, \"rows\": [", threads);
   int first = 1;
   for (size_t s = minb; s <= maxb; s *= (size_t)factor) {
-    double bw[3] = {0, 0, 0};
-    for (int kind = COPY_MEMCPY; kind <= (kernel ? COPY_KERNEL : COPY_NT); kind++) {
+    double bw[4] = {0, 0, 0, 0};
+    for (int kind = COPY_MEMCPY; kind <= COPY_QCCL; kind++) {
+      if ((kind == COPY_KERNEL && !kernel) || (kind == COPY_QCCL && !qccl)) continue;
       if (copy_run(s, iters, threads, kind, &bw[kind]) != 0) {
-        static const char* name[] = {"memcpy", "nt-copy", "kernel (process_vm_readv)"};
+        static const char* name[] = {"memcpy", "nt-copy", "kernel (process_vm_readv)",
+                                     "qccl (copy_data)"};
         fprintf(stderr,
                 "qccl-copybw: the %s copy failed at %zu bytes (out of memory, a failed call, or "
                 "a destination that differs from its source)\n",
@@ -269,6 +299,7 @@ int main(int argc, char** argv) {
     double best = bw[0] > bw[1] ? bw[0] : bw[1];
     printf("  %10zu  %12.2f  %12.2f  %12.2f", s, bw[0], bw[1], best);
     if (kernel) printf("  %11.2f  %11.2f", bw[2], bw[2] / best);
+    if (qccl) printf("  %11.2f", bw[3]);
     printf("\n");
     if (jf) {
       fprintf(jf,
@@ -276,6 +307,7 @@ int main(int argc, char** argv) {
               "\"gbps_nt\": %.4f",
               first ? "" : ",", s, best, bw[0], bw[1]);
       if (kernel) fprintf(jf, ", \"gbps_kernel\": %.4f", bw[2]);
+      if (qccl) fprintf(jf, ", \"gbps_qccl\": %.4f, \"dist\": %zu", bw[3], copy_dist);
       fprintf(jf, "}");
     }
     first = 0;
@@ -287,7 +319,8 @@ int main(int argc, char** argv) {
   return 0;
 usage:
   fprintf(stderr,
-          "usage: %s [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR>=2] [-n ITERS] [-k] [-J FILE]\n",
+          "usage: %s [-t THREADS] [-b SIZE] [-e SIZE] [-f FACTOR>=2] [-n ITERS] [-k] [-d DIST] "
+          "[-J FILE]\n",
           argv[0]);
   return 2;
 }

@@ -97,7 +97,7 @@ static qcclResult_t whole_progress(plan_t* p) {
           return QCCL_ERR(qcclInternalError,
                           "allreduce (whole): rank %d published no buffer for chunk %llu", peer,
                           (unsigned long long)t->g);
-        memcpy(dst, mapped, n);
+        copy_data(dst, mapped, n);
       }
       t->in = dst;
       coll_stats_shm(comm, n);

@@ -18,6 +18,7 @@
 
 #include "core/bootstrap.h"
 #include "core/err.h"
+#include "core/memcopy.h"
 #include "transport/shm.h"
 #include "transport/transport.h"
 
@@ -334,7 +335,7 @@ static inline void coll_page_piece(size_t n, size_t parts, size_t k, size_t* lo,
 
 /* Copies n bytes unless dst == src (in place). */
 static inline void coll_copy(void* dst, const void* src, size_t n) {
-  if (dst != src && n > 0) memcpy(dst, src, n);
+  if (dst != src && n > 0) copy_data(dst, src, n);
 }
 
 #endif /* QCCL_COLLECTIVES_COLL_H_ */

@@ -72,7 +72,7 @@ static int direct_layout(direct_plan_t* t) {
       coll_copy(out + (size_t)a->root * bytes, in, bytes);
       return direct_rooted(t, a->root, 0, out, bytes, NULL, bytes);
     default: { /* COLL_ALLTOALL */
-      memcpy(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes);
+      copy_data(out + (size_t)r * bytes, in + (size_t)r * bytes, bytes);
       int n = 0;
       for (int k = 1; k < w; k++) {
         int to = (r + k) % w, from = (r - k + w) % w;

@@ -52,7 +52,7 @@ static qcclResult_t frs_progress(plan_t* p) {
         t->tmp = t->work + block * (size_t)w;
         t->wide = t->tmp + block;
         if (wt == dt)
-          memcpy(t->work, a->sendbuff, n * es * (size_t)w);
+          copy_data(t->work, a->sendbuff, n * es * (size_t)w);
         else
           convert_to_f32((float*)t->work, a->sendbuff, n * (size_t)w, dt);
         t->s = 0;
@@ -66,7 +66,7 @@ static qcclResult_t frs_progress(plan_t* p) {
             reduce_kernel(mine, own, 1, n, wt, qcclAvg, w);
           }
           if (wt == dt)
-            memcpy(a->recvbuff, mine, n * es);
+            copy_data(a->recvbuff, mine, n * es);
           else
             convert_from_f32(a->recvbuff, (const float*)mine, n, dt);
           return qcclSuccess;

@@ -125,7 +125,7 @@ static qcclResult_t hier_ag_node_progress(plan_t* p) {
         char* slot = shm_slot(s, l, t->g);
         for (size_t v = t->v0; v < v1;) {
           size_t n = v / m, o = v % m, len = m - o < v1 - v ? m - o : v1 - v;
-          memcpy(slot + (v - t->v0), hier_ag_at(h, (int)n, l, off + o), len);
+          copy_data(slot + (v - t->v0), hier_ag_at(h, (int)n, l, off + o), len);
           v += len;
         }
         coll_stats_shm(node, v1 - t->v0);

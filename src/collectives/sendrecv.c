@@ -344,7 +344,7 @@ qcclResult_t p2p_run(const coll_args_t* ops, qcclComm_t* comms, int n) {
   for (int i = first; i < n; i++) {
     if (!p2p_aliased(ops, n, i)) continue;
     size_t si = p2p_bytes(&ops[i]);
-    memcpy(copy, ops[i].sendbuff, si);
+    copy_data(copy, ops[i].sendbuff, si);
     own[i].sendbuff = copy;
     copy += (si + 63) & ~(size_t)63;
   }

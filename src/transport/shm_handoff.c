@@ -213,7 +213,7 @@ void shm_handoff_copy(shm_t* s, void* dst, const void* src, size_t n, size_t cal
     copy_stream(dst, src, n);
     return;
   }
-  __builtin_memcpy(dst, src, n);
+  copy_data(dst, src, n);
   /* streaming, this ordinary copy is the retry */
   shm_handoff_timed(s, n, t0, clock_now() - t0 - s->nt_clock);
 }

@@ -143,8 +143,8 @@ static size_t shm_ring_put(shm_t* s, char* ring, uint64_t pos, size_t space, con
 static void shm_ring_get(const shm_t* s, const char* ring, uint64_t pos, void* buf, size_t n) {
   size_t at = (size_t)pos & (s->chan_bytes - 1);
   size_t first = s->chan_bytes - at < n ? s->chan_bytes - at : n;
-  memcpy(buf, ring + at, first);
-  memcpy((char*)buf + first, ring, n - first);
+  copy_data(buf, ring + at, first);
+  copy_data((char*)buf + first, ring, n - first);
 }
 
 /* The sender's free ring bytes to peer at head: from the tail last read
@@ -441,7 +441,7 @@ static qcclResult_t shm_test(void* ctx, void* req, int* done) {
           uint64_t which;
           memcpy(&which, q->hdr + 16, 8);
           int ck = which ? 0 : 1;
-          if (r == qcclSuccess) memcpy(q->buf, shm_cell_at(s, q->peer, ck), q->bytes);
+          if (r == qcclSuccess) copy_data(q->buf, shm_cell_at(s, q->peer, ck), q->bytes);
           s->p2p_hold[q->peer] = shm_hold_take(s->p2p_hold[q->peer], ck);
           k += q->bytes;
         }

@@ -110,6 +110,6 @@ void shm_xch_done(shm_t* s, uint64_t g) {
 }
 
 void shm_xch_get(shm_t* s, uint64_t g, size_t rot, void* dst, size_t n) {
-  memcpy(dst, shm_xch_peer(s, g, rot), n);
+  copy_data(dst, shm_xch_peer(s, g, rot), n);
   shm_xch_done(s, g);
 }
