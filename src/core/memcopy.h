@@ -11,7 +11,7 @@
  * copy_data is memcpy for the data path, but for one case glibc's memcpy
  * (2.36, Debian 12) handles badly: a destination a few bytes past the
  * source modulo a page. There, between glibc's `rep movsb` threshold and
- * its vector loop's (8 KiB to about 1 MiB on the AMD guest), the CPU's
+ * its vector loop's (above 2 KiB to about 1 MiB on the AMD guest), the CPU's
  * string copy crawls: 256 KiB in cache at 3.0 GB/s when the destination
  * sits 8 bytes past the source (mod 4096), 27-37 GB/s at 16-56 bytes,
  * against 53-56 GB/s aligned alike (docs/PERF.md, "A destination just
@@ -33,10 +33,11 @@
 
 /* copy_data takes copy_near for copies of COPY_NEAR_MIN up to (not
  * including) COPY_NEAR_MAX bytes whose destination is 1-63 bytes past
- * the source modulo a page. Below 4 KiB glibc's memcpy does not use the
- * string copy; from 8 MiB (to its non-temporal stores) it was as fast as
- * copy_near at every distance. */
-#define COPY_NEAR_MIN ((size_t)4 << 10)
+ * the source modulo a page. Up to 2 KiB glibc's memcpy copies by vectors
+ * (2 KiB ran at 51 GB/s at every distance, 2.5 KiB at 3 with 8 bytes);
+ * from 1 MiB its vector loop was as fast as copy_near at every distance,
+ * and from 8 MiB its non-temporal stores may be faster, so memcpy there. */
+#define COPY_NEAR_MIN ((size_t)2 << 10)
 #define COPY_NEAR_MAX ((size_t)8 << 20)
 
 /* memcpy with ordinary stores by vectors (any alignment, any size): the
