@@ -103,8 +103,8 @@ static qcclResult_t hier_rs_node_progress(plan_t* p) {
           for (size_t v = v0; v < v0 + c;) {
             size_t n = v / m, o = v % m, len = m - o < v0 + c - v ? m - o : v0 + c - v;
             size_t owner = (size_t)topo_rankmap_rank_at(map, (int)n, j);
-            copy_data(slot + ((size_t)j * c + (v - v0)) * es, in + (owner * a->count + off + o) * es,
-                   len * es);
+            copy_data(slot + ((size_t)j * c + (v - v0)) * es,
+                      in + (owner * a->count + off + o) * es, len * es);
             v += len;
           }
         }
