@@ -40,7 +40,7 @@ static qcclResult_t arq_progress(plan_t* p) {
       if (t->padded) {
         /* padded with zeros to W x rc */
         QCCL_CHECK(zpp_scratch(comm, 4, w * rc * es, (void**)&t->in));
-        memcpy(t->in, a->sendbuff, a->count * es);
+        copy_data(t->in, a->sendbuff, a->count * es);
         memset(t->in + a->count * es, 0, (w * rc - a->count) * es);
         plan_start(t->rsq, t->in, t->shard);
         plan_start(t->agq, t->shard, t->in);
@@ -59,7 +59,7 @@ static qcclResult_t arq_progress(plan_t* p) {
       PLAN_FALLTHROUGH;
     case ARQ_AGQ:
       PLAN_TEST(p, plan_seq_step(&t->z.s, t->agq));
-      if (t->padded) memcpy(a->recvbuff, t->in, a->count * es);
+      if (t->padded) copy_data(a->recvbuff, t->in, a->count * es);
       return qcclSuccess;
   }
   return QCCL_ERR(qcclInternalError, "AllReduceQ: phase %d", p->phase);

@@ -133,7 +133,7 @@ static qcclResult_t rsq_final(const rsq_layout_t* pl, qcclComm_t comm, const qua
     for (size_t i = 0; i < pn; i++) acc[i] = acc[i] / w;
   }
   if (dt == qcclFloat32)
-    memcpy(out, acc, pn * sizeof *acc);
+    copy_data(out, acc, pn * sizeof *acc);
   else
     convert_from_f32(out, acc, pn, dt);
   return qcclSuccess;

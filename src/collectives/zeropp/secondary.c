@@ -114,12 +114,12 @@ qcclResult_t zpp_secondary_fill(struct qcclSecondary* s, const void* gathered,
   memcpy(s->rec, &h, sizeof h); /* empty until the slice is in */
   char* data = s->rec + SEC_HEADER;
   if (!s->quant) {
-    memcpy(data, (const char*)gathered + lo * es, m * es);
+    copy_data(data, (const char*)gathered + lo * es, m * es);
     memset(data + m * es, 0, (s->part - m) * es);
   } else {
     char* tmp;
     QCCL_CHECK(zpp_scratch(s->comm, 3, s->part * es, (void**)&tmp));
-    memcpy(tmp, (const char*)gathered + lo * es, m * es);
+    copy_data(tmp, (const char*)gathered + lo * es, m * es);
     memset(tmp + m * es, 0, (s->part - m) * es);
     quant_isa_t isa;
     QCCL_CHECK(zpp_isa(&isa));
@@ -262,11 +262,11 @@ static qcclResult_t sec_progress(plan_t* p) {
       /* 2. the data: straight into recvbuff when the slices tile it */
       if (tiles) {
         char* mine = (char*)t->recvbuff + (size_t)s->local * data;
-        memcpy(mine, s->rec + SEC_HEADER, data);
+        copy_data(mine, s->rec + SEC_HEADER, data);
         plan_start(t->data_gather, mine, t->recvbuff);
       } else {
         QCCL_CHECK(zpp_scratch(comm, 4, L * data, (void**)&t->all));
-        memcpy(t->all + (size_t)s->local * data, s->rec + SEC_HEADER, data);
+        copy_data(t->all + (size_t)s->local * data, s->rec + SEC_HEADER, data);
         plan_start(t->data_gather, t->all + (size_t)s->local * data, t->all);
       }
       p->phase = SEC_DATA;
@@ -284,7 +284,7 @@ static qcclResult_t sec_progress(plan_t* p) {
         char* out = (char*)t->recvbuff + lo * es;
         if (m == 0) continue;
         if (!s->quant) {
-          memcpy(out, src, m * es);
+          copy_data(out, src, m * es);
         } else if (m == s->part) {
           /* streaming stores from the whole output's size, as the plain
            * gather and qwZ (allgather_q.c), not from each slice's */
@@ -293,7 +293,7 @@ static qcclResult_t sec_progress(plan_t* p) {
         } else {
           if (tmp == NULL) QCCL_CHECK(zpp_scratch(comm, 3, s->part * es, (void**)&tmp));
           QCCL_CHECK(quant_dequantize(t->isa, &s->sp, src, s->part, s->dt, tmp));
-          memcpy(out, tmp, m * es);
+          copy_data(out, tmp, m * es);
         }
       }
       return qcclSuccess;

@@ -276,7 +276,7 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
   if (o->kind == ZPP_AGQ) {
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-      memcpy(in + off * es, ops[i]->send, ops[i]->count * es);
+      copy_data(in + off * es, ops[i]->send, ops[i]->count * es);
       off += ops[i]->count;
     }
     zpp_op_t f = *o;
@@ -290,7 +290,7 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
     for (int i = 0; i < n; i++) {
       size_t c = ops[i]->count;
       for (size_t j = 0; j < w; j++)
-        memcpy((char*)ops[i]->recv + j * c * es, out + (j * total + off) * es, c * es);
+        copy_data((char*)ops[i]->recv + j * c * es, out + (j * total + off) * es, c * es);
       off += c;
     }
   } else {
@@ -298,7 +298,7 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
     for (int i = 0; i < n; i++) {
       size_t c = ops[i]->count;
       for (size_t j = 0; j < w; j++)
-        memcpy(in + (j * total + off) * es, (const char*)ops[i]->send + j * c * es, c * es);
+        copy_data(in + (j * total + off) * es, (const char*)ops[i]->send + j * c * es, c * es);
       off += c;
     }
     zpp_op_t f = *o;
@@ -309,7 +309,7 @@ static qcclResult_t zpp_run_bucket(zpp_op_t* const* ops, int n) {
     if (r != qcclSuccess) goto done;
     off = 0;
     for (int i = 0; i < n; i++) {
-      memcpy(ops[i]->recv, out + off * es, ops[i]->count * es);
+      copy_data(ops[i]->recv, out + off * es, ops[i]->count * es);
       off += ops[i]->count;
     }
   }
