@@ -77,66 +77,60 @@ __attribute__((target("avx2"))) static size_t copy_near_avx2(char* d, const char
   return lines * 64;
 }
 
-void copy_near(void* dst, const void* src, size_t n) {
-  char* d = dst;
-  const char* s = src;
-  size_t head = (64 - ((uintptr_t)d & 63)) & 63;
-  if (n < 256 || head > n) {
-    memcpy(d, s, n);
-    return;
+/* memcpy of the head that brings *d to a line; 0 when the copy was too
+ * short for the loops and memcpy did all of it */
+static int copy_to_line(char** d, const char** s, size_t* n) {
+  size_t head = (64 - ((uintptr_t)*d & 63)) & 63;
+  if (*n < 256 || head > *n) {
+    memcpy(*d, *s, *n);
+    return 0;
   }
-  memcpy(d, s, head);
-  d += head;
-  s += head;
-  n -= head;
+  memcpy(*d, *s, head);
+  *d += head;
+  *s += head;
+  *n -= head;
+  return 1;
+}
+
+/* whole lines from s to the line-aligned d with 16-byte loads and
+ * stores (streaming ones when stream is set); returns the bytes copied */
+static size_t copy_lines_sse2(char* d, const char* s, size_t n, int stream) {
   size_t k = 0;
-  if (copy_has_avx2()) {
-    k = copy_near_avx2(d, s, n);
-  } else {
-    for (; k + 64 <= n; k += 64) {
-      __m128i a = _mm_loadu_si128((const __m128i*)(s + k));
-      __m128i b = _mm_loadu_si128((const __m128i*)(s + k + 16));
-      __m128i c = _mm_loadu_si128((const __m128i*)(s + k + 32));
-      __m128i e = _mm_loadu_si128((const __m128i*)(s + k + 48));
+  for (; k + 64 <= n; k += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i*)(s + k));
+    __m128i b = _mm_loadu_si128((const __m128i*)(s + k + 16));
+    __m128i c = _mm_loadu_si128((const __m128i*)(s + k + 32));
+    __m128i e = _mm_loadu_si128((const __m128i*)(s + k + 48));
+    if (stream) {
+      _mm_stream_si128((__m128i*)(d + k), a);
+      _mm_stream_si128((__m128i*)(d + k + 16), b);
+      _mm_stream_si128((__m128i*)(d + k + 32), c);
+      _mm_stream_si128((__m128i*)(d + k + 48), e);
+    } else {
       _mm_store_si128((__m128i*)(d + k), a);
       _mm_store_si128((__m128i*)(d + k + 16), b);
       _mm_store_si128((__m128i*)(d + k + 32), c);
       _mm_store_si128((__m128i*)(d + k + 48), e);
     }
   }
+  return k;
+}
+
+void copy_near(void* dst, const void* src, size_t n) {
+  char* d = dst;
+  const char* s = src;
+  if (!copy_to_line(&d, &s, &n)) return;
+  size_t k = copy_has_avx2() ? copy_near_avx2(d, s, n) : copy_lines_sse2(d, s, n, 0);
   memcpy(d + k, s + k, n - k);
 }
 
 void copy_stream(void* dst, const void* src, size_t n) {
   char* d = dst;
   const char* s = src;
-  size_t head = (64 - ((uintptr_t)d & 63)) & 63;
-  if (n < 256 || head > n) {
-    memcpy(d, s, n);
-    return;
-  }
-  memcpy(d, s, head);
-  d += head;
-  s += head;
-  n -= head;
-  if (copy_has_avx2()) {
-    size_t k = copy_stream_4x(d, s, n);
-    d += k;
-    s += k;
-    n -= k;
-  }
-  size_t lines = n / 64;
-  for (size_t i = 0; i < lines; i++, d += 64, s += 64) {
-    __m128i a = _mm_loadu_si128((const __m128i*)s);
-    __m128i b = _mm_loadu_si128((const __m128i*)(s + 16));
-    __m128i c = _mm_loadu_si128((const __m128i*)(s + 32));
-    __m128i e = _mm_loadu_si128((const __m128i*)(s + 48));
-    _mm_stream_si128((__m128i*)d, a);
-    _mm_stream_si128((__m128i*)(d + 16), b);
-    _mm_stream_si128((__m128i*)(d + 32), c);
-    _mm_stream_si128((__m128i*)(d + 48), e);
-  }
-  memcpy(d, s, n - lines * 64);
+  if (!copy_to_line(&d, &s, &n)) return;
+  size_t k = copy_has_avx2() ? copy_stream_4x(d, s, n) : 0;
+  k += copy_lines_sse2(d + k, s + k, n - k, 1);
+  memcpy(d + k, s + k, n - k);
   _mm_sfence();
 }
 #else
