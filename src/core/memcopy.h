@@ -17,9 +17,9 @@
  * against 53-56 GB/s aligned alike (docs/PERF.md, "A destination just
  * past its source"). A plain malloc buffer starts 16 bytes past a page
  * and the segment's slots on a page, so every copy out of a slot into
- * such a buffer paid it (a 4-rank AlltoAll of 1 MiB took twice the time
- * with buffers at 16 bytes past a page as at 0); at 8 bytes, or pieces
- * at odd element offsets, more. Those copies go through copy_near, a
+ * such a buffer paid it (a 4-rank AlltoAll of 1 MiB took 1.5x the time
+ * with buffers 16 bytes past a page as on one, 4.5x at 8 bytes past);
+ * pieces at odd element offsets land anywhere. Those copies go through copy_near, a
  * vector loop of ordinary stores (full speed at every distance); every
  * other copy is memcpy.
  */
