@@ -36,8 +36,8 @@
  * for the data path (copy_data, core/memcopy.h), which takes its near
  * copy where memcpy's string copy crawls (a destination 1-63 bytes past
  * its source: docs/PERF.md, "A destination just past its source"). With
- * DIST not 0 the non-temporal kernel is qccl's copy_stream (any
- * alignment).
+ * -d the non-temporal kernel is qccl's copy_stream (any alignment), at
+ * every distance, 0 too, so that one run's columns compare one code.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -76,6 +76,7 @@ static void copy_barrier_wait(copy_barrier_t* b) {
 enum { COPY_MEMCPY, COPY_NT, COPY_KERNEL, COPY_QCCL };
 
 static size_t copy_dist; /* -d: the destination this far past the source, mod a page */
+static int copy_qccl;    /* -d given: qccl's copies (copy_data, copy_stream) */
 
 typedef struct {
   size_t size;
@@ -124,7 +125,7 @@ static int copy_kernel(void* dst, const void* src, size_t n) {
 }
 
 static void copy_once(copy_thread_t* c, char* dst, const char* src) {
-  if (c->kind == COPY_NT && copy_dist == 0)
+  if (c->kind == COPY_NT && !copy_qccl)
     copy_nt(dst, src, c->size);
   else if (c->kind == COPY_NT)
     copy_stream(dst, src, c->size);
@@ -223,7 +224,6 @@ static int copy_size(const char* s, size_t* out) {
 
 int main(int argc, char** argv) {
   int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), iters = 20, factor = 4, kernel = 0, opt;
-  int qccl = 0;
   size_t minb = 1024, maxb = 256u << 20;
   const char* json = NULL;
   while ((opt = getopt(argc, argv, "t:b:e:f:n:kd:J:h")) != -1) {
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
         long v = strtol(optarg, &end, 0);
         if (end == optarg || *end != '\0' || v < 0 || v > 4095) goto usage;
         copy_dist = (size_t)v;
-        qccl = 1;
+        copy_qccl = 1;
         break;
       }
       case 'J':
@@ -276,16 +276,16 @@ int main(int argc, char** argv) {
       "# qccl-copybw: %d thread(s) each copy SIZE bytes, together in rounds; GB/s = (read + "
       "written, all threads) / median round (first start to last end), GB = 1e9\n",
       threads);
-  if (qccl)
+  if (copy_qccl)
     printf("# destinations %zu bytes past their sources (mod 4096); qccl: copy_data\n", copy_dist);
   printf("# %10s  %12s  %12s  %12s%s%s\n", "size(B)", "memcpy GB/s", "nt-copy GB/s", "best GB/s",
-         kernel ? "  kernel GB/s  kernel/best" : "", qccl ? "    qccl GB/s" : "");
+         kernel ? "  kernel GB/s  kernel/best" : "", copy_qccl ? "    qccl GB/s" : "");
   if (jf) fprintf(jf, "{\"tool\": \"qccl-copybw\", \"threads\": %d, \"rows\": [", threads);
   int first = 1;
   for (size_t s = minb; s <= maxb; s *= (size_t)factor) {
     double bw[4] = {0, 0, 0, 0};
     for (int kind = COPY_MEMCPY; kind <= COPY_QCCL; kind++) {
-      if ((kind == COPY_KERNEL && !kernel) || (kind == COPY_QCCL && !qccl)) continue;
+      if ((kind == COPY_KERNEL && !kernel) || (kind == COPY_QCCL && !copy_qccl)) continue;
       if (copy_run(s, iters, threads, kind, &bw[kind]) != 0) {
         static const char* name[] = {"memcpy", "nt-copy", "kernel (process_vm_readv)",
                                      "qccl (copy_data)"};
@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
     double best = bw[0] > bw[1] ? bw[0] : bw[1];
     printf("  %10zu  %12.2f  %12.2f  %12.2f", s, bw[0], bw[1], best);
     if (kernel) printf("  %11.2f  %11.2f", bw[2], bw[2] / best);
-    if (qccl) printf("  %11.2f", bw[3]);
+    if (copy_qccl) printf("  %11.2f", bw[3]);
     printf("\n");
     if (jf) {
       fprintf(jf,
@@ -307,7 +307,7 @@ int main(int argc, char** argv) {
               "\"gbps_nt\": %.4f",
               first ? "" : ",", s, best, bw[0], bw[1]);
       if (kernel) fprintf(jf, ", \"gbps_kernel\": %.4f", bw[2]);
-      if (qccl) fprintf(jf, ", \"gbps_qccl\": %.4f, \"dist\": %zu", bw[3], copy_dist);
+      if (copy_qccl) fprintf(jf, ", \"gbps_qccl\": %.4f, \"dist\": %zu", bw[3], copy_dist);
       fprintf(jf, "}");
     }
     first = 0;
